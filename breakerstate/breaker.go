@@ -1,0 +1,357 @@
+package breakerstate
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ticketKind says why a request was admitted, which decides how its report
+// is applied.
+type ticketKind uint8
+
+const (
+	// kindNone is the zero Ticket: nothing to report (disabled set).
+	kindNone ticketKind = iota
+	// kindAdmitted is a request admitted while Closed (or forced closed).
+	kindAdmitted
+	// kindProbe is the single half-open probe of one generation.
+	kindProbe
+)
+
+// Bits of breaker.fast.
+const (
+	// fastAdmit: Allow may admit an ordinary request without the lock (the
+	// breaker is Closed or forced closed).
+	fastAdmit uint32 = 1 << iota
+	// fastQuiet: an ordinary request's success would change nothing (the
+	// count is 0 and there is nothing to close).
+	fastQuiet
+	// fastOff: the set is disabled; Allow hands out the zero Ticket.
+	fastOff
+)
+
+// breaker is the state machine of one key. Every field below mu is guarded
+// by it; each key has its own mutex so that one key's traffic never waits on
+// another key's.
+type breaker struct {
+	set *Set // clock, metrics and transition hook; never changes
+
+	// fast mirrors, for lock-free reads, whether the healthy path may skip
+	// the lock: a Closed breaker admits everyone and a success on a clean
+	// breaker changes nothing, so neither needs to serialise with other
+	// requests. It is stored under mu (by unlock) after every change, so a
+	// reader sees either the state before a change or the state after it.
+	fast atomic.Uint32
+
+	mu sync.Mutex
+	// cfg is replaced by Reconfigure; Key never changes.
+	cfg KeySettings
+	// enabled mirrors the set's flag under this lock, so that every decision
+	// about this key is taken under one lock even while Reconfigure runs.
+	enabled bool
+	// retired is set when the key leaves the configuration; a retired
+	// breaker answers ErrUnknownKey and ignores reports, so that late
+	// reports cannot recreate the metric series Reconfigure deleted.
+	retired bool
+
+	state       State
+	forced      Mode
+	count       int
+	lastFailure time.Time
+	// gen changes on every state change and every probe grant. A probe
+	// ticket's report counts only if its generation is still current.
+	gen      uint64
+	probeOut bool      // the probe of generation gen is outstanding
+	probeAt  time.Time // when that probe was admitted
+
+	rejections uint64
+	m          bound
+}
+
+// fastBits computes the fast mirror from the locked state. Called with mu held.
+func (b *breaker) fastBits() uint32 {
+	switch {
+	case b.retired:
+		return 0 // take the lock and answer ErrUnknownKey
+	case !b.enabled:
+		return fastOff | fastQuiet
+	}
+	var f uint32
+	if b.forced == ModeClosed || (b.forced == ModeAuto && b.state == Closed) {
+		f |= fastAdmit
+	}
+	if b.count == 0 && (b.forced != ModeAuto || b.state == Closed) {
+		f |= fastQuiet
+	}
+	return f
+}
+
+// unlock publishes the fast mirror and releases mu. Every critical section
+// that may change state ends with it.
+func (b *breaker) unlock() {
+	b.fast.Store(b.fastBits())
+	b.mu.Unlock()
+}
+
+// pending is a transition decided under the lock, announced after it.
+type pending struct {
+	tr Transition
+	ok bool
+}
+
+// announce calls the transition hook, outside the breaker's lock so a slow
+// logger never holds up the key's traffic.
+func (b *breaker) announce(p pending) {
+	if p.ok && b.set.onTransition != nil {
+		b.set.onTransition(p.tr)
+	}
+}
+
+// setState moves to st, bumping the generation (which fences any outstanding
+// probe) and updating the metrics under the lock, so the gauge always ends
+// on the state the breaker is really in. Callers update count first: the
+// transition carries it.
+func (b *breaker) setState(st State, now time.Time) pending {
+	from := b.state
+	if from == st {
+		return pending{}
+	}
+	b.state = st
+	b.gen++
+	b.probeOut = false
+	if b.m.state != nil {
+		b.m.state.Set(float64(st))
+	}
+	b.set.metrics.transition(&b.m, b.cfg.Key, from, st)
+	return pending{ok: true, tr: Transition{Key: b.cfg.Key, From: from, To: st, At: now, FailureCount: b.count}}
+}
+
+// allow decides whether one request may go to the upstream. The healthy
+// path reads one atomic word; everything else takes the key's lock.
+func (b *breaker) allow() (Ticket, error) {
+	switch f := b.fast.Load(); {
+	case f&fastOff != 0:
+		return Ticket{}, nil
+	case f&fastAdmit != 0:
+		return Ticket{b: b, kind: kindAdmitted}, nil
+	}
+	return b.allowLocked()
+}
+
+// allowLocked is allow for a breaker that is not plainly Closed. It checks
+// everything again under the lock: the mirror may be stale by now.
+func (b *breaker) allowLocked() (Ticket, error) {
+	b.mu.Lock()
+	if b.retired {
+		b.unlock()
+		return Ticket{}, ErrUnknownKey
+	}
+	if !b.enabled {
+		b.unlock()
+		return Ticket{}, nil
+	}
+	if b.forced == ModeOpen {
+		b.reject()
+		b.unlock()
+		return Ticket{}, ErrOpen
+	}
+	// No clock read while Closed.
+	if b.forced == ModeClosed || b.state == Closed {
+		b.unlock()
+		return Ticket{b: b, kind: kindAdmitted}, nil
+	}
+	now := b.set.now()
+	var p pending
+	switch b.state {
+	case Open:
+		if now.Sub(b.lastFailure) < b.cfg.ResetTimeout {
+			b.reject()
+			b.unlock()
+			return Ticket{}, ErrOpen
+		}
+		p = b.setState(HalfOpen, now)
+	case HalfOpen:
+		// A probe outstanding longer than reset_timeout is presumed lost
+		// (its client hung or its report was dropped); without this rule a
+		// lost probe would keep the breaker half-open forever.
+		if b.probeOut && now.Sub(b.probeAt) <= b.cfg.ResetTimeout {
+			b.reject()
+			b.unlock()
+			return Ticket{}, ErrOpen
+		}
+	}
+	b.gen++
+	b.probeOut = true
+	b.probeAt = now
+	t := Ticket{b: b, gen: b.gen, kind: kindProbe}
+	b.unlock()
+	b.announce(p)
+	return t, nil
+}
+
+// reject counts one rejection. Called with mu held.
+func (b *breaker) reject() {
+	b.rejections++
+	if b.m.rejections != nil {
+		b.m.rejections.Inc()
+	}
+}
+
+// done applies the report of a ticket issued by this breaker.
+func (b *breaker) done(t Ticket, o Outcome) {
+	// Alive and neutral reports of ordinary requests change nothing, and
+	// neither does a success on a clean breaker: skip the lock.
+	if t.kind == kindAdmitted && (o == Alive || o == Neutral ||
+		(o == Success && b.fast.Load()&fastQuiet != 0)) {
+		return
+	}
+	b.mu.Lock()
+	if b.retired || !b.enabled {
+		b.unlock()
+		return
+	}
+	var p pending
+	if t.kind == kindProbe {
+		p = b.doneProbe(t.gen, o)
+	} else {
+		p = b.doneAdmitted(o)
+	}
+	b.unlock()
+	b.announce(p)
+}
+
+// doneAdmitted applies the report of a request admitted while Closed. As in
+// NORA, such a report is not fenced: a success proves the upstream works and
+// closes the breaker whatever happened meanwhile, and a failure while Open
+// refreshes last_failure, pushing the next probe out. Called with mu held.
+func (b *breaker) doneAdmitted(o Outcome) pending {
+	switch o {
+	case Success:
+		b.count = 0
+		if b.forced == ModeAuto && b.state != Closed {
+			return b.setState(Closed, b.set.now())
+		}
+	case Failure:
+		now := b.set.now()
+		b.count++
+		b.lastFailure = now
+		// A failure while HalfOpen only counts: the outstanding probe is
+		// fresher evidence and decides the state.
+		if b.forced == ModeAuto && b.state == Closed && b.count >= b.cfg.FailureThreshold {
+			return b.setState(Open, now)
+		}
+	}
+	return pending{}
+}
+
+// doneProbe applies a probe's report unless a newer generation has started
+// (probe lost and replaced, forced mode, reconfiguration). Called with mu held.
+func (b *breaker) doneProbe(gen uint64, o Outcome) pending {
+	if gen != b.gen || !b.probeOut || b.state != HalfOpen {
+		return pending{}
+	}
+	switch o {
+	case Neutral:
+		// The client left before any answer: the probe proved nothing, so
+		// free the slot for the next request instead of waiting for the
+		// lost-probe timeout.
+		b.probeOut = false
+	case Success, Alive:
+		b.count = 0
+		return b.setState(Closed, b.set.now())
+	case Failure:
+		now := b.set.now()
+		b.count++
+		b.lastFailure = now
+		return b.setState(Open, now)
+	}
+	return pending{}
+}
+
+// force applies a manual mode.
+func (b *breaker) force(m Mode) error {
+	b.mu.Lock()
+	if b.retired {
+		b.unlock()
+		return ErrUnknownKey
+	}
+	if !b.enabled {
+		b.unlock()
+		return ErrDisabled
+	}
+	now := b.set.now()
+	b.forced = m
+	// A new generation drops the report of any outstanding probe: the
+	// operator's decision wins over it.
+	b.gen++
+	b.probeOut = false
+	var p pending
+	switch m {
+	case ModeOpen:
+		p = b.setState(Open, now)
+	case ModeClosed:
+		p = b.setState(Closed, now)
+	case ModeAuto:
+		b.count = 0
+		p = b.setState(Closed, now)
+	}
+	b.unlock()
+	b.announce(p)
+	return nil
+}
+
+// retryAfterLocked returns the reported state and the Retry-After of a
+// rejected request. Called with mu held.
+func (b *breaker) retryAfterLocked(now time.Time) (State, time.Duration) {
+	if !b.enabled {
+		return Closed, 0
+	}
+	switch {
+	case b.forced == ModeOpen:
+		// No probe will come by itself; reset_timeout is a sensible pace
+		// for clients to come back and see whether it was released.
+		return Open, ceilSeconds(b.cfg.ResetTimeout)
+	case b.state == Open:
+		return Open, ceilSeconds(b.cfg.ResetTimeout - now.Sub(b.lastFailure))
+	case b.state == HalfOpen:
+		return HalfOpen, time.Second
+	}
+	return Closed, 0
+}
+
+// ceilSeconds rounds d up to whole seconds, at least one: Retry-After is an
+// integer number of seconds and 0 would invite an immediate retry storm.
+func ceilSeconds(d time.Duration) time.Duration {
+	if d <= time.Second {
+		return time.Second
+	}
+	q := d / time.Second
+	if d%time.Second != 0 && q < math.MaxInt64/time.Second {
+		q++
+	}
+	return q * time.Second
+}
+
+// snapshot copies the breaker's state for the admin API.
+func (b *breaker) snapshot(now time.Time) Snapshot {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st, ra := b.retryAfterLocked(now)
+	s := Snapshot{
+		Key:                b.cfg.Key,
+		Format:             b.cfg.Format,
+		State:              st,
+		FailureCount:       b.count,
+		Threshold:          b.cfg.FailureThreshold,
+		ResetTimeout:       b.cfg.ResetTimeout,
+		ThresholdSource:    b.cfg.ThresholdSource,
+		ResetTimeoutSource: b.cfg.ResetTimeoutSource,
+		LastFailure:        b.lastFailure,
+		RetryAfter:         ra,
+		Rejections:         b.rejections,
+		Forced:             forcedName(b.forced),
+	}
+	return s
+}

@@ -1,0 +1,15 @@
+// Package breakerstate keeps one circuit breaker per breaker key (an upstream
+// or a format) and decides, in a few tens of nanoseconds and without timers,
+// whether a request may reach that upstream.
+//
+// The design follows sony/gobreaker v2: the state is computed lazily from an
+// injected clock when a request arrives, the half-open probe carries a
+// generation number so that a late report from a superseded probe is ignored,
+// and the API is split in two steps (Allow, then Ticket.Done) to fit a proxy
+// that learns the outcome only after the response has been streamed.
+//
+// The semantics are NORA's (see SPEC §4): Closed counts consecutive failures
+// and opens at the key's threshold, Open rejects until reset_timeout has
+// passed since the last failure, HalfOpen admits exactly one probe. The
+// package also owns the breaker metrics of SPEC §7.
+package breakerstate

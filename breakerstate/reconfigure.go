@@ -1,0 +1,89 @@
+package breakerstate
+
+import "time"
+
+// Reconfigure applies a reloaded configuration without dropping state: keys
+// that still exist keep their state, count and forced mode, with the new
+// threshold and reset_timeout taking effect from their next event (a lowered
+// threshold does not open a breaker by itself; the next failure does). Keys
+// that left are dropped with their metric series; new keys start Closed.
+// Turning the set off resets every breaker to Closed and removes the state
+// gauges; turning it on starts every key Closed with its gauge at 0.
+//
+// Config validation runs before this, so invalid entries are not expected;
+// should one arrive anyway it is made harmless rather than refused (a
+// threshold below 1 counts as 1, a negative reset_timeout as 0, an empty or
+// repeated key is skipped), because a reload has no way to fail here.
+func (s *Set) Reconfigure(enabled bool, keys []KeySettings) {
+	s.reconfMu.Lock()
+	defer s.reconfMu.Unlock()
+	old := s.table.Load()
+	next := s.buildTable(enabled, keys, old)
+	s.table.Store(next)
+	for key, b := range old.byKey {
+		if next.byKey[key] == b {
+			continue
+		}
+		b.mu.Lock()
+		b.retired = true
+		b.unlock()
+		// Deleted after retiring: a retired breaker never binds a label
+		// child again, so the series cannot come back.
+		s.metrics.forget(key)
+	}
+}
+
+// buildTable makes a table for keys, reusing old's breakers for keys it
+// already has (old may be nil).
+func (s *Set) buildTable(enabled bool, keys []KeySettings, old *table) *table {
+	t := &table{
+		enabled: enabled,
+		byKey:   make(map[string]*breaker, len(keys)),
+		order:   make([]*breaker, 0, len(keys)),
+	}
+	for _, k := range keys {
+		if k.Key == "" || t.byKey[k.Key] != nil {
+			continue
+		}
+		k.FailureThreshold = max(k.FailureThreshold, 1)
+		k.ResetTimeout = max(k.ResetTimeout, 0)
+		var b *breaker
+		if old != nil {
+			b = old.byKey[k.Key]
+		}
+		if b == nil {
+			b = &breaker{set: s}
+		}
+		s.apply(b, enabled, k)
+		t.byKey[k.Key] = b
+		t.order = append(t.order, b)
+	}
+	return t
+}
+
+// apply installs settings and the enabled flag on one breaker.
+func (s *Set) apply(b *breaker, enabled bool, k KeySettings) {
+	b.mu.Lock()
+	defer b.unlock()
+	b.cfg = k
+	if b.enabled == enabled {
+		return
+	}
+	b.enabled = enabled
+	// Whether switching on or off, start from a clean Closed breaker: a
+	// disabled breaker records nothing, so any older state is stale.
+	b.state = Closed
+	b.forced = ModeAuto
+	b.count = 0
+	b.lastFailure = time.Time{}
+	b.gen++
+	b.probeOut = false
+	if enabled {
+		b.m = s.metrics.bind(k.Key, Closed)
+		return
+	}
+	if b.m.state != nil {
+		s.metrics.unbindState(k.Key)
+		b.m.state = nil
+	}
+}

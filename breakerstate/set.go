@@ -1,0 +1,223 @@
+package breakerstate
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// ErrOpen is returned by Allow when the breaker rejects the request: it is
+// open, forced open, or half-open with its single probe already out.
+var ErrOpen = errors.New("circuit breaker open")
+
+// ErrUnknownKey is returned for a key that is not (or no longer) configured.
+// Allow returns it too: a caller that raced a reload should forward the
+// request without a breaker rather than reject it.
+var ErrUnknownKey = errors.New("unknown breaker key")
+
+// ErrDisabled is returned by Force while the circuit breaker is disabled:
+// a disabled breaker never rejects, so a manual mode would mean nothing.
+var ErrDisabled = errors.New("circuit breaker disabled")
+
+// KeySettings is the resolved configuration of one breaker key.
+type KeySettings struct {
+	Key    string // breaker key, e.g. "pypi:https://pypi.org/simple" or "cargo"
+	Format string // the key's format, e.g. "pypi"
+	// FailureThreshold is the number of consecutive failures that opens the
+	// breaker; must be >= 1.
+	FailureThreshold int
+	// ResetTimeout is how long the breaker stays open after the last failure
+	// before one probe is let through; must be >= 0.
+	ResetTimeout time.Duration
+	// ThresholdSource and ResetTimeoutSource say where each value came from
+	// (e.g. `override "pypi"`, "global"); carried only for the admin API.
+	ThresholdSource, ResetTimeoutSource string
+}
+
+// Transition describes one state change, for logs.
+type Transition struct {
+	Key          string
+	From, To     State
+	At           time.Time
+	FailureCount int // the count after the change
+}
+
+// Options configures New. Zero values are noted per field.
+type Options struct {
+	// Enabled turns the breakers on. When false, Allow never rejects, reports
+	// are ignored, snapshots say closed and no state gauge is exported.
+	Enabled bool
+	// Keys lists every breaker key, in config order (Snapshot keeps it).
+	Keys []KeySettings
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Registerer receives the breaker metrics; required (tests pass
+	// prometheus.NewRegistry()).
+	Registerer prometheus.Registerer
+	// OnTransition, if not nil, is called after each state change, outside
+	// the breaker's lock. Calls for one key may arrive out of order when
+	// transitions race; the At and state fields tell the true order.
+	OnTransition func(Transition)
+}
+
+// Set holds the breakers of every configured key.
+type Set struct {
+	now          func() time.Time
+	onTransition func(Transition)
+	metrics      *metrics
+
+	// table is immutable once published and swapped whole by Reconfigure,
+	// so the request path looks keys up without any set-wide lock.
+	table atomic.Pointer[table]
+	// reconfMu serialises Reconfigure calls; the request path never takes it.
+	reconfMu sync.Mutex
+}
+
+// table is one published configuration: the key index and the config order.
+type table struct {
+	enabled bool
+	byKey   map[string]*breaker
+	order   []*breaker
+}
+
+// Ticket is a request's admission by a breaker; the request reports its
+// outcome with Done. It is a small value so that admission allocates nothing.
+type Ticket struct {
+	b    *breaker
+	gen  uint64
+	kind ticketKind
+}
+
+// Done reports the outcome of the admitted request. Call it once per
+// ticket, from any goroutine. The zero Ticket's Done does nothing.
+func (t Ticket) Done(o Outcome) {
+	if t.b == nil || t.kind == kindNone {
+		return
+	}
+	t.b.done(t, o)
+}
+
+// Probe reports whether this request is the half-open probe, whose outcome
+// alone decides whether the breaker closes.
+func (t Ticket) Probe() bool { return t.kind == kindProbe }
+
+// New builds the breakers and registers their metrics. It fails on a
+// missing Registerer, a registration conflict, or invalid key settings.
+func New(opts Options) (*Set, error) {
+	if err := validateKeys(opts.Keys); err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	s := &Set{now: opts.Now, onTransition: opts.OnTransition, metrics: m}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	s.table.Store(s.buildTable(opts.Enabled, opts.Keys, nil))
+	return s, nil
+}
+
+// validateKeys rejects what config validation should already have refused.
+func validateKeys(keys []KeySettings) error {
+	var errs []error
+	seen := make(map[string]bool, len(keys))
+	for i, k := range keys {
+		switch {
+		case k.Key == "":
+			errs = append(errs, fmt.Errorf("breakerstate: key #%d: empty key", i))
+		case seen[k.Key]:
+			errs = append(errs, fmt.Errorf("breakerstate: key %q: listed twice", k.Key))
+		case k.FailureThreshold < 1:
+			errs = append(errs, fmt.Errorf("breakerstate: key %q: failure_threshold %d < 1", k.Key, k.FailureThreshold))
+		case k.ResetTimeout < 0:
+			errs = append(errs, fmt.Errorf("breakerstate: key %q: reset_timeout %s < 0", k.Key, k.ResetTimeout))
+		}
+		seen[k.Key] = true
+	}
+	return errors.Join(errs...)
+}
+
+// Enabled reports whether the breakers may reject requests.
+func (s *Set) Enabled() bool { return s.table.Load().enabled }
+
+// Allow asks key's breaker to admit one request. On success the caller must
+// report the outcome with Ticket.Done. ErrOpen means rejected (counted as a
+// rejection); ErrUnknownKey means the key is not configured.
+func (s *Set) Allow(key string) (Ticket, error) {
+	b := s.table.Load().byKey[key]
+	if b == nil {
+		return Ticket{}, ErrUnknownKey
+	}
+	return b.allow()
+}
+
+// RetryAfter returns key's state and, when it rejects, the Retry-After for a
+// synthesized 503: while open, the time until a probe is allowed, rounded up
+// to whole seconds and at least 1s; while half-open 1s; while forced open
+// reset_timeout rounded up (at least 1s); while closed 0. The bool is false
+// for an unknown key.
+func (s *Set) RetryAfter(key string) (State, time.Duration, bool) {
+	b := s.table.Load().byKey[key]
+	if b == nil {
+		return Closed, 0, false
+	}
+	now := s.now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.retired {
+		return Closed, 0, false
+	}
+	st, d := b.retryAfterLocked(now)
+	return st, d, true
+}
+
+// Force sets key's manual mode (SPEC §7): ModeOpen keeps it open until
+// released, ModeClosed keeps it closed while still counting failures, and
+// ModeAuto returns it to automatic operation, closed with a count of 0.
+func (s *Set) Force(key string, m Mode) error {
+	if m > ModeClosed {
+		return fmt.Errorf("force %q: mode %d: %w", key, uint8(m), ErrInvalidMode)
+	}
+	b := s.table.Load().byKey[key]
+	if b == nil {
+		return fmt.Errorf("force %q: %w", key, ErrUnknownKey)
+	}
+	if err := b.force(m); err != nil {
+		return fmt.Errorf("force %q: %w", key, err)
+	}
+	return nil
+}
+
+// Snapshot is one breaker's state as shown by /breakers and /health.
+type Snapshot struct {
+	Key, Format        string
+	State              State
+	FailureCount       int
+	Threshold          int
+	ResetTimeout       time.Duration
+	ThresholdSource    string
+	ResetTimeoutSource string
+	LastFailure        time.Time // zero if none
+	// RetryAfter is what a rejected request would be told; 0 while closed.
+	RetryAfter time.Duration
+	Rejections uint64
+	Forced     string // "", "open" or "closed"
+}
+
+// Snapshot returns every breaker's state, in config order. Each entry is
+// consistent in itself; entries are read one lock at a time.
+func (s *Set) Snapshot() []Snapshot {
+	t := s.table.Load()
+	now := s.now()
+	out := make([]Snapshot, 0, len(t.order))
+	for _, b := range t.order {
+		out = append(out, b.snapshot(now))
+	}
+	return out
+}

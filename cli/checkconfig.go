@@ -1,0 +1,75 @@
+// Package cli holds the command-line subcommands that are not the server
+// itself: check-config, status and ca init. Each writes to the writers it is
+// given and returns an exit code, so tests can run them in-process.
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/nora-breaker/nora-breaker/config"
+)
+
+// Exit codes shared by every subcommand (SPEC §8).
+const (
+	ExitOK      = 0
+	ExitRuntime = 1
+	ExitUsage   = 2
+)
+
+// CheckConfig prints the upstream table of a loaded configuration: one row
+// per upstream with its breaker key, hosts, chain position and where its
+// threshold and reset timeout came from.
+func CheckConfig(cfg *config.Config, out io.Writer) int {
+	src := cfg.Path
+	if src == "" {
+		src = "(no file: defaults and environment)"
+	}
+	fmt.Fprintf(out, "config: %s\n", src)
+	fmt.Fprintf(out, "circuit breaker: enabled=%t failure_threshold=%d reset_timeout=%s\n",
+		cfg.CircuitBreaker.Enabled, cfg.CircuitBreaker.FailureThreshold, cfg.CircuitBreaker.ResetTimeout)
+	fmt.Fprintf(out, "listen: %s  admin: %s  interception: %s  stale cache: %s\n\n",
+		cfg.Sidecar.Listen, cfg.Sidecar.AdminListen, onOff(cfg.Sidecar.CACert != ""), orOff(cfg.Sidecar.StaleDir))
+	tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "FORMAT\tKEY\tURL\tHOSTS\tCHAIN\tBOUND\tTHRESHOLD\tRESET\tAUTH")
+	for _, u := range cfg.Upstreams {
+		th, thFrom, rt, rtFrom := cfg.Thresholds(u.Key, u.Format)
+		chain := cfg.Chain(u.Format)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%t\t%d (%s)\t%s (%s)\t%s\n",
+			u.Format, u.Key, u.URL.Redacted(), strings.Join(u.Hosts, ","), u.Position+1, len(chain),
+			u.Bound, th, thFrom, rt, rtFrom, authNote(u.Auth))
+	}
+	_ = tw.Flush()
+	if len(cfg.Warnings) > 0 {
+		fmt.Fprintln(out)
+		for _, w := range cfg.Warnings {
+			fmt.Fprintf(out, "warning: %s\n", w)
+		}
+	}
+	return ExitOK
+}
+
+// authNote says whether credentials are configured without showing them.
+func authNote(auth string) string {
+	if auth == "" {
+		return "-"
+	}
+	user, _, _ := strings.Cut(auth, ":")
+	return "basic (" + user + ")"
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off (tunnel only)"
+}
+
+func orOff(s string) string {
+	if s == "" {
+		return "off"
+	}
+	return s
+}

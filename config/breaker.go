@@ -1,0 +1,117 @@
+package config
+
+import (
+	"strconv"
+	"time"
+)
+
+// Default circuit-breaker values, the same as NORA's.
+const (
+	defaultFailureThreshold = 5
+	defaultResetTimeout     = 30 * time.Second
+)
+
+// readCircuitBreaker reads [circuit_breaker] and NORA_CB_*; env beats file.
+func readCircuitBreaker(root tbl, e env) CircuitBreaker {
+	cb := CircuitBreaker{
+		FailureThreshold: defaultFailureThreshold,
+		ResetTimeout:     defaultResetTimeout,
+		Overrides:        map[string]Override{},
+	}
+	t := root.table("circuit_breaker")
+	if v, ok := t.boolean("enabled"); ok {
+		cb.Enabled = v
+	}
+	if v, ok := t.integer("failure_threshold", 1); ok {
+		cb.FailureThreshold = v
+	}
+	if v, ok := t.integer("reset_timeout", 0); ok {
+		cb.ResetTimeout = time.Duration(v) * time.Second
+	}
+	overrides := t.table("overrides")
+	for _, key := range overrides.keys() {
+		o := overrides.table(key)
+		if !o.present() {
+			continue
+		}
+		var ov Override
+		if v, ok := o.integer("failure_threshold", 1); ok {
+			ov.FailureThreshold = &v
+		}
+		if v, ok := o.integer("reset_timeout", 0); ok {
+			d := time.Duration(v) * time.Second
+			ov.ResetTimeout = &d
+		}
+		cb.Overrides[key] = ov
+	}
+	if v, ok := e.boolean("NORA_CB_ENABLED"); ok {
+		cb.Enabled = v
+	}
+	if v, ok := e.integer("NORA_CB_THRESHOLD", 1); ok {
+		cb.FailureThreshold = v
+	}
+	if v, ok := e.integer("NORA_CB_RESET_TIMEOUT", 0); ok {
+		cb.ResetTimeout = time.Duration(v) * time.Second
+	}
+	return cb
+}
+
+// Chain returns the format's upstreams in config order: the order in which
+// a failing upstream's siblings are asked.
+func (c *Config) Chain(format string) []*Upstream {
+	var chain []*Upstream
+	for _, u := range c.Upstreams {
+		if u.Format == format {
+			chain = append(chain, u)
+		}
+	}
+	return chain
+}
+
+// Formats returns the enabled formats that have at least one upstream, in
+// canonical order. Disabled formats never get upstreams, so the upstream
+// table alone answers this.
+func (c *Config) Formats() []string {
+	has := map[string]bool{}
+	for _, u := range c.Upstreams {
+		has[u.Format] = true
+	}
+	var out []string
+	for _, f := range formatOrder {
+		if has[f] {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Thresholds returns the failure threshold and reset timeout for a breaker
+// key, each looked up on its own: the key's override, then the format's,
+// then the global value. The "from" strings say which one won
+// (`override "<key>"`, `format "<fmt>"` or "global") for check-config and
+// the admin API.
+func (c *Config) Thresholds(key, format string) (threshold int, thresholdFrom string, reset time.Duration, resetFrom string) {
+	threshold, thresholdFrom = c.CircuitBreaker.FailureThreshold, "global"
+	reset, resetFrom = c.CircuitBreaker.ResetTimeout, "global"
+	// Walk from least to most specific so the most specific wins.
+	levels := []struct{ name, from string }{
+		{format, "format " + strconv.Quote(format)},
+		{key, "override " + strconv.Quote(key)},
+	}
+	for _, l := range levels {
+		if l.name == format && l.from != levels[0].from {
+			continue // a per-format key (cargo) is the format itself
+		}
+		o, ok := c.CircuitBreaker.Overrides[l.name]
+		if !ok {
+			continue
+		}
+		if o.FailureThreshold != nil {
+			threshold, thresholdFrom = *o.FailureThreshold, l.from
+		}
+		if o.ResetTimeout != nil {
+			reset, resetFrom = *o.ResetTimeout, l.from
+		}
+	}
+	return threshold, thresholdFrom, reset, resetFrom
+}

@@ -1,0 +1,167 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// normalizeURL turns a configured upstream URL into the canonical form every
+// other package compares against: http(s) only, scheme and host lower-cased,
+// default port, credentials, query, fragment and trailing slash removed. It
+// returns the user:pass that was embedded in the URL, if any.
+func normalizeURL(raw string) (*url.URL, string, error) {
+	shown := redactURL(raw)
+	if strings.TrimSpace(raw) == "" {
+		return nil, "", errors.New("empty URL")
+	}
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, "", fmt.Errorf("invalid URL %q: %v", shown, err)
+	}
+	u.Scheme = strings.ToLower(u.Scheme)
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, "", fmt.Errorf("invalid URL %q: scheme must be http or https", shown)
+	}
+	if u.Hostname() == "" {
+		return nil, "", fmt.Errorf("invalid URL %q: no host", shown)
+	}
+	var auth string
+	if u.User != nil {
+		auth = u.User.Username()
+		if p, ok := u.User.Password(); ok {
+			auth += ":" + p
+		}
+	}
+	host := strings.ToLower(u.Hostname())
+	port := u.Port()
+	if (u.Scheme == "http" && port == "80") || (u.Scheme == "https" && port == "443") {
+		port = ""
+	}
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	if port != "" {
+		host += ":" + port
+	}
+	return &url.URL{
+		Scheme:  u.Scheme,
+		Host:    host,
+		Path:    strings.TrimRight(u.Path, "/"),
+		RawPath: strings.TrimRight(u.RawPath, "/"),
+	}, auth, nil
+}
+
+// builtinAliases are the other hosts a well-known registry sends clients to
+// (token realms, CDNs, file hosts), so traffic to them is classified with it.
+func builtinAliases(host string) []string {
+	switch host {
+	case "registry-1.docker.io":
+		return []string{"auth.docker.io", "production.cloudflare.docker.com"}
+	case "pypi.org":
+		return []string{"files.pythonhosted.org"}
+	case "crates.io":
+		return []string{"index.crates.io", "static.crates.io"}
+	case "proxy.golang.org":
+		return []string{"sum.golang.org"}
+	case "rubygems.org":
+		return []string{"index.rubygems.org"}
+	case "registry.terraform.io":
+		return []string{"releases.hashicorp.com"}
+	case "api.nuget.org":
+		return []string{"azuresearch-usnc.nuget.org", "azuresearch-ussc.nuget.org"}
+	case "ghcr.io":
+		return []string{"pkg-containers.githubusercontent.com"}
+	}
+	return nil
+}
+
+// chainInput is everything needed to turn one format's entries into
+// upstreams.
+type chainInput struct {
+	spec         formatSpec
+	entries      []entry
+	proxyTimeout int
+	readTimeout  int
+	extraHosts   []string            // nuget search/autocomplete hosts
+	aliases      map[string][]string // [sidecar.aliases]
+}
+
+// buildChain normalises one format's entries into its upstream chain,
+// reporting bad URLs and duplicates at the place they were written.
+func buildChain(in chainInput, probs *problems) []*Upstream {
+	var chain []*Upstream
+	seenKey := map[string]bool{}
+	seenPrefix := map[string]bool{}
+	for _, en := range in.entries {
+		u, userinfo, err := normalizeURL(en.rawURL)
+		if err != nil {
+			probs.add(en.at.errorf("%v", err))
+			continue
+		}
+		if in.spec.name == "nuget" {
+			// NORA builds every nuget path from the proxy's scheme and
+			// authority; a configured path is never used.
+			u.Path, u.RawPath = "", ""
+		}
+		up := &Upstream{
+			Format: in.spec.name, Name: en.name, URL: u, Auth: en.auth,
+			Prefix: strings.Trim(en.prefix, "/"), Namespace: en.namespace,
+			Key:          in.spec.name,
+			Position:     len(chain),
+			ProxyTimeout: time.Duration(in.proxyTimeout) * time.Second,
+			ReadTimeout:  time.Duration(in.readTimeout) * time.Second,
+			Source:       en.source,
+		}
+		if up.Auth == "" {
+			up.Auth = userinfo
+		}
+		up.Bound = up.Format == "docker" && up.Prefix != ""
+		if PerUpstreamKey(up.Format) {
+			up.Key = up.Format + ":" + u.String()
+			if seenKey[up.Key] {
+				probs.add(en.at.errorf("duplicate upstream %s", up.Key))
+				continue
+			}
+			seenKey[up.Key] = true
+		}
+		if up.Prefix != "" {
+			if seenPrefix[up.Prefix] {
+				probs.add(en.at.errorf("duplicate docker prefix %q", up.Prefix))
+				continue
+			}
+			seenPrefix[up.Prefix] = true
+		}
+		up.Hosts = hostsOf(up, in)
+		chain = append(chain, up)
+	}
+	return chain
+}
+
+// hostsOf lists the upstream's own host first, then every alias, once each.
+func hostsOf(up *Upstream, in chainInput) []string {
+	host := up.URL.Hostname()
+	hosts := []string{host}
+	seen := map[string]bool{host: true}
+	add := func(list []string) {
+		for _, h := range list {
+			if h = strings.ToLower(h); h != "" && !seen[h] {
+				seen[h] = true
+				hosts = append(hosts, h)
+			}
+		}
+	}
+	add(builtinAliases(host))
+	add(in.extraHosts)
+	add(in.aliases[up.Key])
+	if up.Key != up.Format {
+		add(in.aliases[up.Format])
+	}
+	return hosts
+}

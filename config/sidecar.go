@@ -1,0 +1,107 @@
+package config
+
+import (
+	"strings"
+	"time"
+)
+
+// fieldKind is how a [sidecar] value is written.
+type fieldKind int
+
+const (
+	kString   fieldKind = iota
+	kDuration           // Go duration string, > 0
+	kSize               // bytes: integer or "64MiB"
+	kBool
+	kInt  // >= 1
+	kList // TOML list of strings; env comma-separated
+)
+
+// sidecarField binds one [sidecar] key to its place in Sidecar.
+type sidecarField struct {
+	key  string
+	kind fieldKind
+	ptr  any // *string, *time.Duration, *int64, *bool, *int or *[]string
+}
+
+func sidecarFields(s *Sidecar) []sidecarField {
+	return []sidecarField{
+		{"listen", kString, &s.Listen},
+		{"admin_listen", kString, &s.AdminListen},
+		{"ca_cert", kString, &s.CACert},
+		{"ca_key", kString, &s.CAKey},
+		{"upstream_ca", kString, &s.UpstreamCA},
+		{"stale_dir", kString, &s.StaleDir},
+		{"stale_max_bytes", kSize, &s.StaleMaxBytes},
+		{"stale_max_object_bytes", kSize, &s.StaleMaxObjectBytes},
+		{"stale_authenticated", kString, &s.StaleAuthenticated},
+		{"dial_timeout", kDuration, &s.DialTimeout},
+		{"tls_handshake_timeout", kDuration, &s.TLSHandshakeTimeout},
+		{"idle_timeout", kDuration, &s.IdleTimeout},
+		{"deny_unlisted", kBool, &s.DenyUnlisted},
+		{"allow_hosts", kList, &s.AllowHosts},
+		{"log_level", kString, &s.LogLevel},
+		{"log_format", kString, &s.LogFormat},
+		{"admin_token", kString, &s.AdminToken},
+		{"max_connections", kInt, &s.MaxConnections},
+	}
+}
+
+func defaultSidecar() Sidecar {
+	return Sidecar{
+		Listen:              "127.0.0.1:3128",
+		AdminListen:         "127.0.0.1:9128",
+		StaleMaxBytes:       1 << 30,
+		StaleMaxObjectBytes: 64 << 20,
+		StaleAuthenticated:  "isolate",
+		DialTimeout:         5 * time.Second,
+		TLSHandshakeTimeout: 10 * time.Second,
+		IdleTimeout:         120 * time.Second,
+		Aliases:             map[string][]string{},
+		Resolve:             map[string]string{},
+		LogLevel:            "info",
+		LogFormat:           "json",
+		MaxConnections:      4096,
+	}
+}
+
+// sidecarReader reads [sidecar] and NORA_SIDECAR_*, remembering where each
+// value came from so validation can point at it.
+type sidecarReader struct {
+	t    tbl
+	e    env
+	from map[string]origin // field key → where its value was set
+}
+
+// readSidecar returns the merged [sidecar] table: defaults, then file, env
+// and flags. Unknown keys are an error here (unlike NORA's tables): a typo
+// such as deny_unlistd must not silently leave the proxy open.
+func readSidecar(root tbl, e env, flags Flags) (Sidecar, map[string]origin) {
+	s := defaultSidecar()
+	r := sidecarReader{t: root.table("sidecar"), e: e, from: map[string]origin{}}
+	fields := sidecarFields(&s)
+	known := map[string]bool{"aliases": true, "resolve": true}
+	for _, f := range fields {
+		known[f.key] = true
+		r.fromFile(f)
+		r.fromEnv(f)
+	}
+	for _, k := range r.t.keys() {
+		if !known[k] {
+			r.t.errorf(r.t.keyPath(k), "unknown key in [sidecar]")
+		}
+	}
+	r.aliases(s.Aliases)
+	r.resolve(s.Resolve)
+	if flags.Listen != "" {
+		s.Listen = flags.Listen
+		r.from["listen"] = origin{source: "flag", key: "--listen", value: flags.Listen}
+	}
+	if flags.AdminListen != "" {
+		s.AdminListen = flags.AdminListen
+		r.from["admin_listen"] = origin{source: "flag", key: "--admin-listen", value: flags.AdminListen}
+	}
+	return s, r.from
+}
+
+func envName(key string) string { return "NORA_SIDECAR_" + strings.ToUpper(key) }

@@ -1,0 +1,215 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// fromFile sets f from [sidecar] when the key is present and well typed.
+func (r sidecarReader) fromFile(f sidecarField) {
+	v, ok := r.t.m[f.key]
+	if !ok {
+		return
+	}
+	path := r.t.keyPath(f.key)
+	var err error
+	switch f.kind {
+	case kString:
+		if s, ok := r.t.str(f.key); ok {
+			*f.ptr.(*string) = s
+		} else {
+			return
+		}
+	case kBool:
+		if b, ok := r.t.boolean(f.key); ok {
+			*f.ptr.(*bool) = b
+		} else {
+			return
+		}
+	case kInt:
+		if n, ok := r.t.integer(f.key, 1); ok {
+			*f.ptr.(*int) = n
+		} else {
+			return
+		}
+	case kList:
+		if l, ok := r.t.strList(f.key); ok {
+			*f.ptr.(*[]string) = l
+		} else {
+			return
+		}
+	case kSize:
+		err = setSize(f.ptr.(*int64), v)
+	case kDuration:
+		s, ok := v.(string)
+		if !ok {
+			err = fmt.Errorf("must be a duration string such as \"5s\", not %s", typeName(v))
+		} else {
+			err = setDuration(f.ptr.(*time.Duration), s)
+		}
+	}
+	if err != nil {
+		r.t.errorf(path, "%v", err)
+		return
+	}
+	r.from[f.key] = r.t.at(path)
+}
+
+// fromEnv sets f from NORA_SIDECAR_<KEY> when it is set.
+func (r sidecarReader) fromEnv(f sidecarField) {
+	name := envName(f.key)
+	v, ok := r.e.get(name)
+	if !ok {
+		return
+	}
+	shown := v
+	if f.key == "admin_token" {
+		shown = "***"
+	}
+	var err error
+	switch f.kind {
+	case kString:
+		*f.ptr.(*string) = v
+	case kBool:
+		var b bool
+		if b, err = parseBool(v); err == nil {
+			*f.ptr.(*bool) = b
+		} else {
+			err = fmt.Errorf("must be true, false, 1 or 0")
+		}
+	case kInt:
+		n, ok := r.e.integer(name, 1)
+		if !ok {
+			return // already reported
+		}
+		*f.ptr.(*int) = n
+	case kList:
+		*f.ptr.(*[]string) = splitList(v)
+	case kSize:
+		err = setSize(f.ptr.(*int64), v)
+	case kDuration:
+		err = setDuration(f.ptr.(*time.Duration), v)
+	}
+	if err != nil {
+		r.e.probs.envf(name, shown, "%v", err)
+		return
+	}
+	r.from[f.key] = origin{source: "env", key: name, value: shown}
+}
+
+func setDuration(dst *time.Duration, s string) error {
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil {
+		return fmt.Errorf("not a duration such as \"5s\" or \"2m\"")
+	}
+	if d <= 0 {
+		return fmt.Errorf("must be > 0 (got %s)", d)
+	}
+	*dst = d
+	return nil
+}
+
+// setSize accepts a byte count as an integer or a string with an optional
+// unit (KiB, MiB, GiB, TiB in powers of 1024; KB, MB, GB, TB in powers of
+// 1000; K, M, G, T as the binary ones).
+func setSize(dst *int64, v any) error {
+	var n int64
+	switch v := v.(type) {
+	case int64:
+		n = v
+	case string:
+		var err error
+		if n, err = parseSize(v); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("must be a size in bytes, not %s", typeName(v))
+	}
+	if n < 1 {
+		return fmt.Errorf("must be >= 1 byte (got %d)", n)
+	}
+	*dst = n
+	return nil
+}
+
+func parseSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	i := strings.IndexFunc(s, func(r rune) bool { return r < '0' || r > '9' })
+	if i < 0 {
+		i = len(s)
+	}
+	num, unit := s[:i], strings.ToLower(strings.TrimSpace(s[i:]))
+	units := map[string]int64{
+		"": 1, "b": 1,
+		"k": 1 << 10, "kib": 1 << 10, "kb": 1e3,
+		"m": 1 << 20, "mib": 1 << 20, "mb": 1e6,
+		"g": 1 << 30, "gib": 1 << 30, "gb": 1e9,
+		"t": 1 << 40, "tib": 1 << 40, "tb": 1e12,
+	}
+	mult, ok := units[unit]
+	n, err := strconv.ParseInt(num, 10, 64)
+	if !ok || err != nil {
+		return 0, fmt.Errorf("not a size such as 1048576 or \"64MiB\"")
+	}
+	if n > (1<<62)/mult {
+		return 0, fmt.Errorf("size too large")
+	}
+	return n * mult, nil
+}
+
+// aliases reads [sidecar.aliases] "<key or format>" = ["host", …] and
+// NORA_SIDECAR_ALIASES="key=host|host,key2=host".
+func (r sidecarReader) aliases(dst map[string][]string) {
+	t := r.t.table("aliases")
+	for _, k := range t.keys() {
+		if hosts, ok := t.strList(k); ok {
+			dst[k] = hosts
+			r.from["aliases."+k] = t.at(t.keyPath(k))
+		}
+	}
+	name := envName("aliases")
+	v, ok := r.e.get(name)
+	if !ok {
+		return
+	}
+	clear(dst)
+	for _, item := range splitList(v) {
+		k, hosts, found := strings.Cut(item, "=")
+		if k = strings.TrimSpace(k); !found || k == "" {
+			r.e.probs.envf(name, item, "want key=host|host")
+			continue
+		}
+		dst[k] = strings.Split(hosts, "|")
+		r.from["aliases."+k] = origin{source: "env", key: name, value: item}
+	}
+}
+
+// resolve reads [sidecar.resolve] "host:port" = "ip:port" and
+// NORA_SIDECAR_RESOLVE="host:port=ip:port,…".
+func (r sidecarReader) resolve(dst map[string]string) {
+	t := r.t.table("resolve")
+	for _, k := range t.keys() {
+		if addr, ok := t.str(k); ok {
+			dst[k] = addr
+			r.from["resolve."+k] = t.at(t.keyPath(k))
+		}
+	}
+	name := envName("resolve")
+	v, ok := r.e.get(name)
+	if !ok {
+		return
+	}
+	clear(dst)
+	for _, item := range splitList(v) {
+		k, addr, found := strings.Cut(item, "=")
+		if !found {
+			r.e.probs.envf(name, item, "want host:port=ip:port")
+			continue
+		}
+		k = strings.TrimSpace(k)
+		dst[k] = strings.TrimSpace(addr)
+		r.from["resolve."+k] = origin{source: "env", key: name, value: item}
+	}
+}

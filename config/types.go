@@ -1,0 +1,131 @@
+// Package config loads NORA's config.toml and NORA_* environment the way NORA
+// reads them, adds the proxy's own [sidecar] table, and turns the result into
+// one validated Config: the circuit-breaker settings and the ordered table of
+// upstreams every other package works from.
+package config
+
+import (
+	"net/url"
+	"time"
+)
+
+// Formats lists every format nora-breaker knows, in the order used for
+// display and for "first upstream in config order" decisions across formats.
+var formatOrder = [...]string{
+	"docker", "maven", "npm", "pypi", "cargo", "go", "gems", "terraform",
+	"ansible", "nuget", "pub", "conan", "rpm", "deb",
+}
+
+// FormatNames returns the known formats in their canonical order.
+func FormatNames() []string { return append([]string(nil), formatOrder[:]...) }
+
+// PerUpstreamKey reports whether a format keeps one breaker per upstream
+// (docker, pypi, npm, maven) rather than one per format.
+func PerUpstreamKey(format string) bool {
+	switch format {
+	case "docker", "pypi", "npm", "maven":
+		return true
+	}
+	return false
+}
+
+// Config is the fully resolved, validated configuration.
+type Config struct {
+	// Path is the config file that was read, or "" when only defaults and
+	// environment were used.
+	Path string
+
+	CircuitBreaker CircuitBreaker
+	// Upstreams holds every configured upstream of every enabled format, in
+	// config order: formats in formatOrder, upstreams within a format in the
+	// order the file (or env) lists them.
+	Upstreams []*Upstream
+	Sidecar   Sidecar
+
+	// Warnings are non-fatal findings (unknown override keys, an open relay,
+	// a disabled breaker) to be logged once at start and shown by check-config.
+	Warnings []string
+}
+
+// CircuitBreaker is NORA's [circuit_breaker] table.
+type CircuitBreaker struct {
+	Enabled          bool
+	FailureThreshold int           // >= 1; default 5
+	ResetTimeout     time.Duration // >= 0; default 30s
+	// Overrides maps a breaker key ("pypi:https://pypi.org/simple") or a
+	// format name ("pypi") to per-field overrides.
+	Overrides map[string]Override
+}
+
+// Override holds per-key or per-format values; nil means "not set here".
+type Override struct {
+	FailureThreshold *int
+	ResetTimeout     *time.Duration
+}
+
+// Upstream is one registry the proxy knows about.
+type Upstream struct {
+	Format string // "docker", "maven", "npm", "pypi", "cargo", "go", ...
+	// Name is the repository name for rpm/deb ("[rpm.proxies] name = url"); "" otherwise.
+	Name string
+	// URL is the configured URL with credentials, query, fragment and
+	// trailing slash removed; scheme and host lower-cased.
+	URL *url.URL
+	// Auth is "user:pass" from the auth/proxy_auth field (or from user:pass@
+	// in the configured URL); sent as HTTP Basic. Never log it.
+	Auth string
+	// Prefix and Namespace are docker's; Prefix != "" makes the upstream Bound.
+	Prefix, Namespace string
+	// Key is the breaker key: "<format>:<URL>" for docker, pypi, npm, maven;
+	// "<format>" otherwise.
+	Key string
+	// Hosts are the lower-cased host names (no port) that belong to this
+	// upstream: the URL's host first, then built-in and configured aliases.
+	Hosts []string
+	// Position is the 0-based index in its format's chain.
+	Position int
+	// Bound is true for a docker upstream with a prefix: it has no other
+	// upstream to ask and is never a candidate for another.
+	Bound bool
+	// ProxyTimeout bounds the wait for response headers (format proxy_timeout).
+	ProxyTimeout time.Duration
+	// ReadTimeout bounds idle time while reading a response body (docker
+	// read_timeout; other formats use their proxy_timeout).
+	ReadTimeout time.Duration
+	// Source says where the upstream came from: "file:<path>", "env:NORA_…" or "default".
+	Source string
+}
+
+// Sidecar is the proxy's own [sidecar] table (env NORA_SIDECAR_<KEY>).
+type Sidecar struct {
+	Listen      string // default 127.0.0.1:3128
+	AdminListen string // default 127.0.0.1:9128
+
+	CACert, CAKey string // PEM files; both empty = tunnel-only
+	UpstreamCA    string // extra PEM roots for upstream TLS
+
+	StaleDir            string // "" = stale cache off
+	StaleMaxBytes       int64  // default 1 GiB
+	StaleMaxObjectBytes int64  // default 64 MiB
+	StaleAuthenticated  string // "off" | "isolate" (default) | "share"
+
+	DialTimeout         time.Duration // default 5s
+	TLSHandshakeTimeout time.Duration // default 10s
+	IdleTimeout         time.Duration // default 120s
+
+	DenyUnlisted bool
+	AllowHosts   []string // host or host:port, lower-cased
+
+	// Aliases maps a breaker key or format to extra hosts of its upstream(s);
+	// merged into Upstream.Hosts.
+	Aliases map[string][]string
+	// Resolve maps "host:port" to "ip:port" at dial time.
+	Resolve map[string]string
+
+	LogLevel  string // default "info"
+	LogFormat string // "json" (default) | "console"
+
+	AdminToken string // when set, mutating admin calls need Bearer auth
+
+	MaxConnections int // default 4096
+}

@@ -1,0 +1,171 @@
+package config
+
+import (
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/rs/zerolog"
+)
+
+// validateSidecar checks the merged [sidecar] values and normalises host
+// lists to lower case. Problems point at wherever the value was set.
+func validateSidecar(s *Sidecar, from map[string]origin, probs *problems) {
+	at := func(key string) origin {
+		if o, ok := from[key]; ok {
+			return o
+		}
+		return origin{source: "default", key: "sidecar." + key}
+	}
+	for _, key := range []string{"listen", "admin_listen"} {
+		addr := s.Listen
+		if key == "admin_listen" {
+			addr = s.AdminListen
+		}
+		if _, _, err := splitHostPort(addr, true); err != "" {
+			probs.add(at(key).errorf("must be host:port: %s", err))
+		}
+	}
+	if (s.CACert == "") != (s.CAKey == "") {
+		key := "ca_cert"
+		if s.CACert == "" {
+			key = "ca_key"
+		}
+		probs.add(at(key).errorf("ca_cert and ca_key must be set together"))
+	}
+	for _, c := range []struct {
+		key, value string
+		allowed    []string
+	}{
+		{"stale_authenticated", s.StaleAuthenticated, []string{"off", "isolate", "share"}},
+		{"log_format", s.LogFormat, []string{"json", "console"}},
+	} {
+		if !contains(c.allowed, c.value) {
+			probs.add(at(c.key).errorf("must be one of %s (got %q)", strings.Join(c.allowed, ", "), c.value))
+		}
+	}
+	if _, err := zerolog.ParseLevel(s.LogLevel); err != nil || s.LogLevel == "" {
+		probs.add(at("log_level").errorf("must be trace, debug, info, warn, error, fatal, panic or disabled (got %q)", s.LogLevel))
+	}
+	if s.StaleMaxObjectBytes > s.StaleMaxBytes {
+		probs.add(at("stale_max_object_bytes").errorf("must not exceed stale_max_bytes (%d)", s.StaleMaxBytes))
+	}
+	for i, h := range s.AllowHosts {
+		s.AllowHosts[i] = strings.ToLower(strings.TrimSpace(h))
+		if !validAllowHost(s.AllowHosts[i]) {
+			probs.add(at("allow_hosts").errorf("entry %q must be a host or host:port", h))
+		}
+	}
+	validateAliases(s.Aliases, at, probs)
+	validateResolve(s.Resolve, at, probs)
+}
+
+func validateAliases(aliases map[string][]string, at func(string) origin, probs *problems) {
+	for k, hosts := range aliases {
+		for i, h := range hosts {
+			hosts[i] = strings.ToLower(strings.TrimSpace(h))
+			if !validHostname(hosts[i]) {
+				probs.add(at("aliases."+k).errorf("alias %q must be a host name without scheme, port or path", h))
+			}
+		}
+	}
+}
+
+// validateResolve checks both sides of each dial override and lower-cases
+// the host side, because requests are matched case-insensitively.
+func validateResolve(resolve map[string]string, at func(string) origin, probs *problems) {
+	for k, addr := range resolve {
+		host, _, err := splitHostPort(k, false)
+		if err == "" && !validHostname(host) {
+			err = "bad host"
+		}
+		if err != "" {
+			probs.add(at("resolve."+k).errorf("key %q must be host:port: %s", k, err))
+			continue
+		}
+		ip, _, err := splitHostPort(addr, false)
+		if err == "" && net.ParseIP(ip) == nil {
+			err = "not an IP address"
+		}
+		if err != "" {
+			probs.add(at("resolve."+k).errorf("target %q must be ip:port: %s", addr, err))
+			continue
+		}
+		if lower := strings.ToLower(k); lower != k {
+			delete(resolve, k)
+			resolve[lower] = addr
+		}
+	}
+}
+
+// splitHostPort splits addr and checks the port; a listener may use port 0
+// and an empty host (all interfaces), a dial target may not.
+func splitHostPort(addr string, listen bool) (host string, port int, problem string) {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, strings.TrimPrefix(err.Error(), "address "+addr+": ")
+	}
+	n, err := strconv.Atoi(p)
+	min := 1
+	if listen {
+		min = 0
+	}
+	if err != nil || n < min || n > 65535 {
+		return "", 0, "bad port " + strconv.Quote(p)
+	}
+	if h == "" && !listen {
+		return "", 0, "missing host"
+	}
+	return h, n, ""
+}
+
+func validAllowHost(h string) bool {
+	if strings.Contains(h, ":") && !strings.HasPrefix(h, "[") && net.ParseIP(h) == nil {
+		host, _, err := splitHostPort(h, false)
+		return err == "" && validHostname(host)
+	}
+	if strings.HasPrefix(h, "[") {
+		host, _, err := splitHostPort(h, false)
+		return err == "" && net.ParseIP(host) != nil
+	}
+	return validHostname(h)
+}
+
+// validHostname accepts DNS names and IP literals; nothing with a scheme,
+// port, path, space or credentials.
+func validHostname(h string) bool {
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	if net.ParseIP(h) != nil {
+		return true
+	}
+	for _, r := range h {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// isLoopbackListen reports whether a listener only accepts local clients.
+func isLoopbackListen(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return true // invalid; reported elsewhere
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func contains(list []string, v string) bool {
+	for _, s := range list {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}

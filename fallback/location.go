@@ -1,0 +1,40 @@
+package fallback
+
+import (
+	"net/http"
+	"net/url"
+)
+
+// AbsoluteLocation makes relative Location headers in h absolute against
+// base, the URL the candidate upstream was asked. The client addressed a
+// different upstream, so a relative redirect would otherwise send it back
+// to the wrong host. Absolute and unparsable values are left alone.
+func AbsoluteLocation(h http.Header, base *url.URL) {
+	if base == nil {
+		return
+	}
+	vals := h["Location"]
+	if len(vals) == 0 {
+		return
+	}
+	b := withoutUserinfo(base)
+	for i, v := range vals {
+		ref, err := url.Parse(v)
+		if err != nil || ref.Scheme != "" {
+			continue
+		}
+		vals[i] = b.ResolveReference(ref).String()
+	}
+}
+
+// withoutUserinfo returns u without user:pass. url.ResolveReference copies
+// the base's userinfo into relative references, which would hand the
+// candidate's configured credentials to the client.
+func withoutUserinfo(u *url.URL) *url.URL {
+	if u.User == nil {
+		return u
+	}
+	c := *u
+	c.User = nil
+	return &c
+}

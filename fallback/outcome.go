@@ -1,0 +1,74 @@
+package fallback
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/nora-breaker/nora-breaker/breakerstate"
+)
+
+// ErrHeaderTimeout is the cause recorded when an upstream sends no response
+// headers within its format's proxy_timeout.
+var ErrHeaderTimeout = errors.New("no response headers within proxy_timeout")
+
+// ErrBodyStalled is the cause recorded when an upstream stops sending a body
+// for longer than the idle read timeout.
+var ErrBodyStalled = errors.New("response body stalled past the read timeout")
+
+// ErrShortBody is reported when a body ends before its Content-Length.
+var ErrShortBody = errors.New("response body ended before its Content-Length")
+
+// errClientGone marks an attempt abandoned because the client went away.
+var errClientGone = errors.New("client went away")
+
+// Decide classifies one attempt at an upstream (SPEC §5.1) from what the
+// transport returned and whether the client is still there. It is the only
+// place that maps responses and errors to breaker outcomes.
+//
+//   - neutral: the client cancelled before the upstream answered;
+//   - failure: any transport error (DNS, dial, TLS, header timeout) or a 5xx;
+//   - alive:   any 4xx, which proves the upstream is up;
+//   - success: 1xx, 2xx and 3xx.
+func Decide(resp *http.Response, err error, clientCtx context.Context) breakerstate.Outcome {
+	if err != nil {
+		if clientCtx != nil && clientCtx.Err() != nil && !errors.Is(err, ErrHeaderTimeout) {
+			return breakerstate.Neutral
+		}
+		return breakerstate.Failure
+	}
+	switch {
+	case resp.StatusCode >= 500:
+		return breakerstate.Failure
+	case resp.StatusCode >= 400:
+		return breakerstate.Alive
+	default:
+		return breakerstate.Success
+	}
+}
+
+// StatusClass is the status label of nora_upstream_request_duration_seconds:
+// 2xx 3xx 4xx 5xx timeout error.
+func StatusClass(resp *http.Response, err error) string {
+	if err != nil {
+		if errors.Is(err, ErrHeaderTimeout) || errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
+			return "timeout"
+		}
+		return "error"
+	}
+	switch {
+	case resp.StatusCode >= 500:
+		return "5xx"
+	case resp.StatusCode >= 400:
+		return "4xx"
+	case resp.StatusCode >= 300:
+		return "3xx"
+	default:
+		return "2xx"
+	}
+}
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}

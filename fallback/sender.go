@@ -1,0 +1,171 @@
+package fallback
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nora-breaker/nora-breaker/breakerstate"
+	"github.com/nora-breaker/nora-breaker/config"
+)
+
+// Sender makes one attempt at one upstream: it bounds the wait for response
+// headers by the format's proxy_timeout and the idle time while reading the
+// body by its read timeout, measures the attempt, and reports the outcome to
+// the upstream's breaker exactly once — at header time for failures, alive
+// answers and bodiless successes, and when the body ends otherwise, so a body
+// that breaks off or ends short counts as the failure it is (SPEC §5.1).
+type Sender struct {
+	rt       http.RoundTripper
+	now      func() time.Time
+	duration *prometheus.HistogramVec
+}
+
+// NewSender wraps rt, which must be the proxy's own upstream transport (TLS
+// verification on, no environment proxy, the proxy's dialer).
+func NewSender(rt http.RoundTripper, now func() time.Time, reg prometheus.Registerer) (*Sender, error) {
+	d := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "nora_upstream_request_duration_seconds",
+		Help:    "Time until an upstream answered with headers (or failed), by breaker key and status class.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+	}, []string{"registry", "status"})
+	if err := reg.Register(d); err != nil {
+		return nil, fmt.Errorf("register upstream duration metric: %w", err)
+	}
+	return &Sender{rt: rt, now: now, duration: d}, nil
+}
+
+// Send performs one attempt of out at upstream u, admitted by ticket t. The
+// request's context is the client's: if it ends first the attempt is neutral.
+// On a transport error the returned error wraps ErrHeaderTimeout when the
+// header wait ran out. The caller must close the returned body.
+func (s *Sender) Send(out *http.Request, u *config.Upstream, t breakerstate.Ticket) (*http.Response, error) {
+	clientCtx := out.Context()
+	ctx, cancel := context.WithCancelCause(clientCtx)
+	headerTimer := time.AfterFunc(u.ProxyTimeout, func() { cancel(ErrHeaderTimeout) })
+	start := s.now()
+	resp, err := s.rt.RoundTrip(out.WithContext(ctx))
+	if !headerTimer.Stop() && err == nil {
+		// The timer fired just as the headers arrived; the context is
+		// already cancelled, so the body is unreadable: treat it as the
+		// timeout it nearly was.
+		resp.Body.Close()
+		resp, err = nil, context.Cause(ctx)
+	}
+	if err != nil {
+		if cause := context.Cause(ctx); cause == ErrHeaderTimeout {
+			err = ErrHeaderTimeout
+		}
+		cancel(nil)
+		s.observe(u.Key, nil, err, start)
+		t.Done(Decide(nil, err, clientCtx))
+		return nil, fmt.Errorf("upstream %s: %w", u.Key, err)
+	}
+	s.observe(u.Key, resp, nil, start)
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		// A websocket upgrade: the body is the raw connection, which goproxy
+		// relays itself; wrapping it would hide its io.Writer. The attempt
+		// context lives as long as the client's request.
+		t.Done(breakerstate.Success)
+		return resp, nil
+	}
+	outcome := Decide(resp, nil, clientCtx)
+	if outcome != breakerstate.Success || !hasBody(out, resp) {
+		t.Done(outcome)
+		t = breakerstate.Ticket{}
+	}
+	resp.Body = newWatchedBody(resp, t, ctx, cancel, u.ReadTimeout)
+	return resp, nil
+}
+
+func (s *Sender) observe(key string, resp *http.Response, err error, start time.Time) {
+	s.duration.WithLabelValues(key, StatusClass(resp, err)).Observe(s.now().Sub(start).Seconds())
+}
+
+// hasBody reports whether a successful answer carries a body whose end
+// decides the outcome.
+func hasBody(req *http.Request, resp *http.Response) bool {
+	if req.Method == http.MethodHead || resp.StatusCode == http.StatusNoContent ||
+		resp.StatusCode == http.StatusNotModified || resp.ContentLength == 0 {
+		return false
+	}
+	return resp.Body != nil && resp.Body != http.NoBody
+}
+
+// watchedBody enforces the idle read timeout, checks the length, and reports
+// the deferred outcome of a successful answer when the body ends.
+type watchedBody struct {
+	rc        io.ReadCloser
+	ticket    breakerstate.Ticket // zero when the outcome was already reported
+	attempt   context.Context // cancelled with ErrBodyStalled by the idle timer
+	cancel    context.CancelCauseFunc
+	idle      *time.Timer
+	timeout   time.Duration
+	want      int64 // Content-Length, or -1
+	n         int64
+	done      atomic.Bool
+}
+
+func newWatchedBody(resp *http.Response, t breakerstate.Ticket, attempt context.Context,
+	cancel context.CancelCauseFunc, timeout time.Duration) *watchedBody {
+	b := &watchedBody{rc: resp.Body, ticket: t, attempt: attempt, cancel: cancel, timeout: timeout,
+		want: resp.ContentLength}
+	if timeout > 0 {
+		b.idle = time.AfterFunc(timeout, func() { cancel(ErrBodyStalled) })
+	}
+	return b
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	b.n += int64(n)
+	if b.idle != nil && err == nil {
+		b.idle.Reset(b.timeout)
+	}
+	switch {
+	case err == io.EOF:
+		if b.want >= 0 && b.n != b.want {
+			b.finish(breakerstate.Failure)
+			return n, fmt.Errorf("%w (%d of %d bytes)", ErrShortBody, b.n, b.want)
+		}
+		b.finish(breakerstate.Success)
+	case err != nil:
+		cause := context.Cause(b.attempt)
+		if cause == ErrBodyStalled {
+			b.finish(breakerstate.Failure)
+			return n, ErrBodyStalled
+		}
+		if cause != nil {
+			// The client's context ended: its going away says nothing
+			// about the upstream.
+			b.finish(breakerstate.Neutral)
+			return n, err
+		}
+		b.finish(breakerstate.Failure)
+	}
+	return n, err
+}
+
+// Close ends the attempt. Closing before the end means the reader (the
+// client, or the fallback chain discarding an answer) lost interest, which
+// says nothing about the upstream.
+func (b *watchedBody) Close() error {
+	b.finish(breakerstate.Neutral)
+	return b.rc.Close()
+}
+
+func (b *watchedBody) finish(o breakerstate.Outcome) {
+	if !b.done.CompareAndSwap(false, true) {
+		return
+	}
+	if b.idle != nil {
+		b.idle.Stop()
+	}
+	b.ticket.Done(o)
+	b.cancel(nil)
+}

@@ -1,0 +1,64 @@
+package fallback
+
+import (
+	"encoding/base64"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/nora-breaker/nora-breaker/config"
+)
+
+// clientOnlyHeaders are the client's credentials for the upstream it
+// addressed; they must never reach another upstream (SPEC §5.4, §10).
+var clientOnlyHeaders = [...]string{"Authorization", "Cookie", "Proxy-Authorization"}
+
+// Substitute builds the request for candidate cand from the client's request:
+// same method and query, the path below the addressed upstream appended to
+// the candidate's URL, the candidate's Host, none of the client's credentials
+// and the candidate's own Basic credentials when it has some.
+func Substitute(client *http.Request, cand *config.Upstream, rel string) *http.Request {
+	u := *cand.URL
+	u.User = nil
+	u.RawPath = ""
+	u.Path = ""
+	u.RawQuery = client.URL.RawQuery
+	u.Fragment = ""
+	// rel is escaped; joining escaped paths and re-parsing keeps encoded
+	// slashes and other escapes exactly as the client sent them.
+	escaped := strings.TrimSuffix(cand.URL.EscapedPath(), "/") + rel
+	if err := setEscapedPath(&u, escaped); err != nil {
+		u.Path = strings.TrimSuffix(cand.URL.Path, "/") + rel
+	}
+	out := client.Clone(client.Context())
+	out.URL = &u
+	out.Host = u.Host
+	out.RequestURI = ""
+	out.Body = http.NoBody
+	out.ContentLength = 0
+	for _, h := range clientOnlyHeaders {
+		out.Header.Del(h)
+	}
+	if cand.Auth != "" {
+		out.Header.Set("Authorization", BasicAuth(cand.Auth))
+	}
+	return out
+}
+
+// BasicAuth renders "user:pass" as an HTTP Basic credential, exactly as NORA
+// does: the configured string is encoded as given.
+func BasicAuth(userPass string) string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(userPass))
+}
+
+func setEscapedPath(u *url.URL, escaped string) error {
+	p, err := url.PathUnescape(escaped)
+	if err != nil {
+		return err
+	}
+	u.Path, u.RawPath = p, escaped
+	if u.EscapedPath() != escaped {
+		u.RawPath = ""
+	}
+	return nil
+}

@@ -1,0 +1,204 @@
+// Command nora-breaker is a forward HTTP(S) proxy that gives any HTTP client
+// NORA's circuit breaker: it fails fast when a package registry upstream is
+// down, asks the next upstream of the same format, and serves stale copies.
+//
+// main only wires: flags and environment → config.Load → a private
+// Prometheus registry → proxy.New → listeners → signals.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/nora-breaker/nora-breaker/certs"
+	"github.com/nora-breaker/nora-breaker/cli"
+	"github.com/nora-breaker/nora-breaker/config"
+	"github.com/nora-breaker/nora-breaker/proxy"
+)
+
+// version is stamped at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `usage:
+  nora-breaker [serve] [--config FILE] [--listen ADDR] [--admin-listen ADDR]
+  nora-breaker check-config [--config FILE]
+  nora-breaker status [--admin URL]
+  nora-breaker ca init --out DIR
+  nora-breaker version
+`
+
+// run dispatches a subcommand and returns the process exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	cmd := "serve"
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		return serve(args, stderr)
+	case "check-config":
+		return checkConfig(args, stdout, stderr)
+	case "status":
+		fs := newFlagSet("status", stderr)
+		admin := fs.String("admin", "http://127.0.0.1:9128", "admin listener URL")
+		if fs.Parse(args) != nil || fs.NArg() > 0 {
+			return cli.ExitUsage
+		}
+		return cli.Status(*admin, stdout, stderr)
+	case "ca":
+		return caCommand(args, stdout, stderr)
+	case "version":
+		fmt.Fprintf(stdout, "nora-breaker %s\n", version)
+		return cli.ExitOK
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return cli.ExitOK
+	}
+	fmt.Fprintf(stderr, "unknown command %q\n%s", cmd, usage)
+	return cli.ExitUsage
+}
+
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// loadConfig parses the shared flags and loads the configuration.
+func loadConfig(name string, args []string, withListen bool, stderr io.Writer) (*config.Config, int) {
+	fs := newFlagSet(name, stderr)
+	var flags config.Flags
+	fs.StringVar(&flags.ConfigPath, "config", "", "NORA config.toml (default: $NORA_CONFIG_PATH, then ./config.toml)")
+	if withListen {
+		fs.StringVar(&flags.Listen, "listen", "", "proxy listen address (overrides [sidecar] listen)")
+		fs.StringVar(&flags.AdminListen, "admin-listen", "", "admin listen address (overrides [sidecar] admin_listen)")
+	}
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		if err == nil {
+			fmt.Fprintf(stderr, "%s: unexpected argument %q\n", name, fs.Arg(0))
+		}
+		return nil, cli.ExitUsage
+	}
+	cfg, err := config.Load(config.Options{Flags: flags, LookupEnv: os.LookupEnv})
+	if err != nil {
+		fmt.Fprintf(stderr, "invalid configuration:\n%v\n", err)
+		return nil, cli.ExitUsage
+	}
+	return cfg, cli.ExitOK
+}
+
+func checkConfig(args []string, stdout, stderr io.Writer) int {
+	cfg, code := loadConfig("check-config", args, false, stderr)
+	if cfg == nil {
+		return code
+	}
+	return cli.CheckConfig(cfg, stdout)
+}
+
+func caCommand(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "init" {
+		fmt.Fprintf(stderr, "usage: nora-breaker ca init --out DIR\n")
+		return cli.ExitUsage
+	}
+	fs := newFlagSet("ca init", stderr)
+	out := fs.String("out", "", "directory for ca.pem and ca-key.pem")
+	proxyURL := fs.String("proxy", "http://127.0.0.1:3128", "proxy URL to show in the instructions")
+	if fs.Parse(args[1:]) != nil || *out == "" || fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "usage: nora-breaker ca init --out DIR\n")
+		return cli.ExitUsage
+	}
+	certPath, _, err := certs.Init(*out, time.Now)
+	if err != nil {
+		fmt.Fprintf(stderr, "ca init: %v\n", err)
+		return cli.ExitRuntime
+	}
+	fmt.Fprint(stdout, certs.TrustInstructions(certPath, *proxyURL))
+	return cli.ExitOK
+}
+
+func serve(args []string, stderr io.Writer) int {
+	cfg, code := loadConfig("serve", args, true, stderr)
+	if cfg == nil {
+		return code
+	}
+	logger := newLogger(cfg, stderr)
+	for _, w := range cfg.Warnings {
+		logger.Warn().Msg(w)
+	}
+	p, err := proxy.New(cfg, proxy.Deps{Registry: prometheus.NewRegistry(), Logger: logger,
+		Now: time.Now, Version: version})
+	if err != nil {
+		logger.Error().Err(err).Msg("cannot start")
+		return cli.ExitUsage
+	}
+	proxyLn, err := net.Listen("tcp", cfg.Sidecar.Listen)
+	if err != nil {
+		logger.Error().Err(err).Msg("cannot listen")
+		return cli.ExitRuntime
+	}
+	adminLn, err := net.Listen("tcp", cfg.Sidecar.AdminListen)
+	if err != nil {
+		proxyLn.Close()
+		logger.Error().Err(err).Msg("cannot listen (admin)")
+		return cli.ExitRuntime
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	go reloadOnSIGHUP(ctx, p, cfg.Path, logger)
+	if err := p.Serve(ctx, proxyLn, adminLn); err != nil && !errors.Is(err, context.Canceled) {
+		logger.Error().Err(err).Msg("stopped")
+		return cli.ExitRuntime
+	}
+	return cli.ExitOK
+}
+
+// reloadOnSIGHUP re-reads the configuration on SIGHUP; an invalid new
+// configuration is refused and the old one stays in force.
+func reloadOnSIGHUP(ctx context.Context, p *proxy.Proxy, path string, logger zerolog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		cfg, err := config.Load(config.Options{Flags: config.Flags{ConfigPath: path}, LookupEnv: os.LookupEnv})
+		if err != nil {
+			p.ReloadFailed()
+			logger.Error().Err(err).Msg("reload refused: invalid configuration, keeping the old one")
+			continue
+		}
+		restart := p.Reload(cfg)
+		logger.Info().Strs("needs_restart", restart).Msg("configuration reloaded")
+	}
+}
+
+// newLogger builds the process logger: JSON on stderr, or console for people.
+func newLogger(cfg *config.Config, stderr io.Writer) zerolog.Logger {
+	var w io.Writer = stderr
+	if cfg.Sidecar.LogFormat == "console" {
+		w = zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.RFC3339}
+	}
+	lvl, err := zerolog.ParseLevel(cfg.Sidecar.LogLevel)
+	if err != nil {
+		lvl = zerolog.InfoLevel
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger()
+}

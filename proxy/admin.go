@@ -1,0 +1,173 @@
+package proxy
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"math"
+	"net/http"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/nora-breaker/nora-breaker/breakerstate"
+)
+
+// AdminHandler serves the admin listener (SPEC §7). It is never mounted on
+// the proxy port.
+func (p *Proxy) AdminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(p.deps.Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /health", p.handleHealth)
+	mux.HandleFunc("GET /ready", p.handleReady)
+	mux.HandleFunc("GET /breakers", p.handleBreakers)
+	mux.HandleFunc("POST /breakers/force", p.handleForce)
+	return mux
+}
+
+// BreakerView is one entry of GET /breakers.
+type BreakerView struct {
+	Key                string   `json:"key"`
+	Format             string   `json:"format"`
+	State              string   `json:"state"`
+	FailureCount       int      `json:"failure_count"`
+	Threshold          int      `json:"threshold"`
+	ThresholdSource    string   `json:"threshold_source"`
+	ResetTimeout       float64  `json:"reset_timeout_seconds"`
+	ResetTimeoutSource string   `json:"reset_timeout_source"`
+	LastFailureAgo     *float64 `json:"last_failure_seconds_ago"`
+	RetryAfter         int      `json:"retry_after_seconds"`
+	Rejections         uint64   `json:"rejections"`
+	Forced             string   `json:"forced"`
+}
+
+func (p *Proxy) views() []BreakerView {
+	now := p.now()
+	snaps := p.breakers.Snapshot()
+	out := make([]BreakerView, 0, len(snaps))
+	for _, s := range snaps {
+		v := BreakerView{Key: s.Key, Format: s.Format, State: s.State.String(), FailureCount: s.FailureCount,
+			Threshold: s.Threshold, ThresholdSource: s.ThresholdSource, ResetTimeout: s.ResetTimeout.Seconds(),
+			ResetTimeoutSource: s.ResetTimeoutSource, Rejections: s.Rejections, Forced: s.Forced,
+			RetryAfter: int(math.Ceil(s.RetryAfter.Seconds()))}
+		if !s.LastFailure.IsZero() {
+			ago := math.Floor(now.Sub(s.LastFailure).Seconds())
+			v.LastFailureAgo = &ago
+		}
+		if !p.breakers.Enabled() {
+			v.State = "disabled"
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func (p *Proxy) handleBreakers(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, p.views())
+}
+
+// severity orders breaker states for "worst of" (open > half_open > closed).
+func severity(state string) int {
+	switch state {
+	case "open":
+		return 3
+	case "half_open":
+		return 2
+	case "closed":
+		return 1
+	}
+	return 0
+}
+
+type healthBreaker struct {
+	Status         string   `json:"status"`
+	FailureCount   int      `json:"failure_count"`
+	LastFailureAgo *float64 `json:"last_failure_seconds_ago"`
+	RetryAfter     int      `json:"retry_after_seconds"`
+}
+
+type healthFormat struct {
+	Status         string                   `json:"status"`
+	FailureCount   int                      `json:"failure_count"`
+	LastFailureAgo *float64                 `json:"last_failure_seconds_ago"`
+	Breakers       map[string]healthBreaker `json:"breakers"`
+}
+
+func (p *Proxy) handleHealth(w http.ResponseWriter, _ *http.Request) {
+	enabled := p.breakers.Enabled()
+	formats := make(map[string]*healthFormat)
+	degraded := false
+	for _, v := range p.views() {
+		f := formats[v.Format]
+		if f == nil {
+			f = &healthFormat{Status: v.State, Breakers: make(map[string]healthBreaker)}
+			formats[v.Format] = f
+		}
+		f.Breakers[v.Key] = healthBreaker{Status: v.State, FailureCount: v.FailureCount,
+			LastFailureAgo: v.LastFailureAgo, RetryAfter: v.RetryAfter}
+		if severity(v.State) > severity(f.Status) {
+			f.Status = v.State
+		}
+		f.FailureCount += v.FailureCount
+		if v.LastFailureAgo != nil && (f.LastFailureAgo == nil || *v.LastFailureAgo < *f.LastFailureAgo) {
+			f.LastFailureAgo = v.LastFailureAgo
+		}
+		if enabled && v.State != "closed" {
+			degraded = true
+		}
+	}
+	status, cb := "healthy", "enabled"
+	if degraded {
+		status = "degraded"
+	}
+	if !enabled {
+		cb = "disabled"
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"status": status, "version": p.deps.Version, "circuit_breaker": cb,
+		"uptime_seconds": math.Floor(p.now().Sub(p.started).Seconds()), "upstreams": formats,
+	})
+}
+
+func (p *Proxy) handleReady(w http.ResponseWriter, _ *http.Request) {
+	if p.shutting.Load() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "shutting_down"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (p *Proxy) handleForce(w http.ResponseWriter, r *http.Request) {
+	if token := p.state.Load().cfg.Sidecar.AdminToken; token != "" {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="nora-breaker admin"`)
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "admin token required"})
+			return
+		}
+	}
+	key, state := r.URL.Query().Get("key"), r.URL.Query().Get("state")
+	mode, err := breakerstate.ParseMode(state)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "state must be open, closed or auto"})
+		return
+	}
+	if err := p.breakers.Force(key, mode); err != nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown breaker key", "key": key})
+		return
+	}
+	p.log.Warn().Str("key", key).Str("mode", state).Str("client", r.RemoteAddr).Msg("breaker forced")
+	for _, v := range p.views() {
+		if v.Key == key {
+			writeJSON(w, http.StatusOK, v)
+			return
+		}
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

@@ -1,0 +1,138 @@
+package proxy
+
+import (
+	"net"
+	"net/url"
+	"sort"
+	"strings"
+
+	"github.com/nora-breaker/nora-breaker/config"
+)
+
+// Match is the result of classifying one request URL against the upstream
+// table (SPEC §3).
+type Match struct {
+	// Upstream is the upstream the request belongs to; nil when unclassified.
+	Upstream *config.Upstream
+	// Alias is true when the request matched only by host (an alias host such
+	// as files.pythonhosted.org, or the upstream's host outside its URL path).
+	// Alias requests are never substituted by another upstream.
+	Alias bool
+	// Rel is the escaped path below the upstream's URL path ("/x/y" for
+	// https://repo/maven2/x/y addressed to https://repo/maven2). It is only
+	// meaningful when Alias is false.
+	Rel string
+}
+
+// Classified reports whether the request belongs to a configured upstream.
+func (m Match) Classified() bool { return m.Upstream != nil }
+
+// Table classifies request URLs. It is built once per configuration and is
+// read-only afterwards, so any number of goroutines may use it.
+type Table struct {
+	// byAuthority maps "scheme://host:port" to the upstreams whose URL has
+	// that origin, longest path first, so the first boundary match is the
+	// longest configured prefix.
+	byAuthority map[string][]*config.Upstream
+	// byHost maps a lower-cased host name (URL host or alias) to the first
+	// upstream in config order that claims it.
+	byHost map[string]*config.Upstream
+	// chains holds each format's upstreams in config order.
+	chains map[string][]*config.Upstream
+}
+
+// NewTable builds the lookup structures for the given upstreams, which must be
+// in config order.
+func NewTable(ups []*config.Upstream) *Table {
+	t := &Table{
+		byAuthority: make(map[string][]*config.Upstream),
+		byHost:      make(map[string]*config.Upstream),
+		chains:      make(map[string][]*config.Upstream),
+	}
+	for _, u := range ups {
+		o := origin(u.URL.Scheme, u.URL.Hostname(), u.URL.Port())
+		t.byAuthority[o] = append(t.byAuthority[o], u)
+		for _, h := range u.Hosts {
+			h = strings.ToLower(h)
+			if _, taken := t.byHost[h]; !taken {
+				t.byHost[h] = u
+			}
+		}
+		t.chains[u.Format] = append(t.chains[u.Format], u)
+	}
+	for _, list := range t.byAuthority {
+		// Stable keeps config order among equal lengths: a duplicate URL is
+		// rejected by config, so ties only happen across formats.
+		sort.SliceStable(list, func(i, j int) bool {
+			return len(list[i].URL.EscapedPath()) > len(list[j].URL.EscapedPath())
+		})
+	}
+	return t
+}
+
+// Classify maps a request URL to its upstream (SPEC §3): the longest
+// configured URL that is a prefix of it at a "/" boundary, else the first
+// upstream claiming its host, else nothing.
+func (t *Table) Classify(u *url.URL) Match {
+	host := strings.ToLower(u.Hostname())
+	scheme := strings.ToLower(u.Scheme)
+	path := u.EscapedPath()
+	for _, up := range t.byAuthority[origin(scheme, host, u.Port())] {
+		base := up.URL.EscapedPath()
+		if rel, ok := underPath(path, base); ok {
+			return Match{Upstream: up, Rel: rel}
+		}
+	}
+	if up := t.byHost[host]; up != nil {
+		return Match{Upstream: up, Alias: true}
+	}
+	return Match{}
+}
+
+// HostUpstream returns the first upstream (config order) that claims host, or
+// nil. Used for CONNECT, where only the host is visible.
+func (t *Table) HostUpstream(host string) *config.Upstream {
+	return t.byHost[strings.ToLower(host)]
+}
+
+// Candidates returns the upstreams that may be asked instead of the one m
+// addressed (SPEC §5.4): same format, later in config order, never a bound
+// docker upstream, and none at all for alias requests or bound upstreams.
+func (t *Table) Candidates(m Match) []*config.Upstream {
+	if m.Upstream == nil || m.Alias || m.Upstream.Bound {
+		return nil
+	}
+	var out []*config.Upstream
+	for _, c := range t.chains[m.Upstream.Format] {
+		if c.Position > m.Upstream.Position && !c.Bound {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// underPath reports whether path lies under base at a "/" boundary and
+// returns the remainder (empty or starting with "/").
+func underPath(path, base string) (string, bool) {
+	if base == "" || base == "/" {
+		return path, true
+	}
+	if !strings.HasPrefix(path, base) {
+		return "", false
+	}
+	rest := path[len(base):]
+	if rest == "" || rest[0] == '/' {
+		return rest, true
+	}
+	return "", false
+}
+
+// origin normalises scheme, host and port so that default ports compare equal
+// to an absent port.
+func origin(scheme, host, port string) string {
+	scheme = strings.ToLower(scheme)
+	if port == "" || (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
+		return scheme + "://" + strings.ToLower(host)
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(host), port)
+}

@@ -1,0 +1,204 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/nora-breaker/nora-breaker/config"
+)
+
+// fakeClock is the injected clock: tests move time with Advance instead of
+// sleeping.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// syncBuffer collects log output from many goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// testProxy is a real Proxy serving on loopback listeners.
+type testProxy struct {
+	*Proxy
+	URL      *url.URL // the proxy listener, for http.ProxyURL
+	AdminURL string
+	Clock    *fakeClock
+	Logs     *syncBuffer
+	Registry *prometheus.Registry
+}
+
+// loadTestConfig writes tomlText to a temp file and loads it with env.
+func loadTestConfig(t testing.TB, tomlText string, env map[string]string) *config.Config {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(path, []byte(tomlText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(config.Options{
+		Flags: config.Flags{ConfigPath: path},
+		LookupEnv: func(k string) (string, bool) {
+			v, ok := env[k]
+			return v, ok
+		},
+	})
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	return cfg
+}
+
+// newTestProxy starts a proxy for tomlText on 127.0.0.1 ephemeral ports and
+// stops it when the test ends.
+func newTestProxy(t testing.TB, tomlText string, env map[string]string) *testProxy {
+	t.Helper()
+	return startProxy(t, loadTestConfig(t, tomlText, env))
+}
+
+func startProxy(t testing.TB, cfg *config.Config) *testProxy {
+	t.Helper()
+	clock := newFakeClock()
+	logs := &syncBuffer{}
+	reg := prometheus.NewRegistry()
+	p, err := New(cfg, Deps{Registry: reg, Logger: zerolog.New(logs).Level(zerolog.DebugLevel),
+		Now: clock.Now, Version: "test"})
+	if err != nil {
+		t.Fatalf("proxy.New: %v", err)
+	}
+	proxyLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	adminLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Serve(ctx, proxyLn, adminLn) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return &testProxy{Proxy: p, URL: &url.URL{Scheme: "http", Host: proxyLn.Addr().String()},
+		AdminURL: "http://" + adminLn.Addr().String(), Clock: clock, Logs: logs, Registry: reg}
+}
+
+// proxyClient returns a client that sends everything through tp. roots, when
+// set, are the only trusted roots (the interception CA).
+func proxyClient(t testing.TB, tp *testProxy, roots *x509.CertPool) *http.Client {
+	t.Helper()
+	tr := &http.Transport{
+		Proxy:              http.ProxyURL(tp.URL),
+		DisableCompression: true,
+		TLSClientConfig:    &tls.Config{RootCAs: roots},
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// upstream is an httptest server that counts the requests it sees.
+type upstream struct {
+	*httptest.Server
+	hits atomic.Int64
+}
+
+func newUpstream(t testing.TB, h http.HandlerFunc) *upstream {
+	t.Helper()
+	u := &upstream{}
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.hits.Add(1)
+		h(w, r)
+	}))
+	t.Cleanup(u.Close)
+	return u
+}
+
+func newTLSUpstream(t testing.TB, h http.HandlerFunc) *upstream {
+	t.Helper()
+	u := &upstream{}
+	u.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.hits.Add(1)
+		h(w, r)
+	}))
+	t.Cleanup(u.Close)
+	return u
+}
+
+// writeUpstreamCA stores an httptest TLS server's certificate as a PEM file
+// for [sidecar] upstream_ca.
+func writeUpstreamCA(t testing.TB, srv *httptest.Server) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "upstream-ca.pem")
+	var buf bytes.Buffer
+	if err := pemEncodeCert(&buf, srv.Certificate().Raw); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// closedPort returns a loopback address nobody listens on (connection refused).
+func closedPort(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+func pemEncodeCert(buf *bytes.Buffer, der []byte) error {
+	return pem.Encode(buf, &pem.Block{Type: "CERTIFICATE", Bytes: der})
+}

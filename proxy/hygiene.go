@@ -1,0 +1,82 @@
+package proxy
+
+import (
+	"net/http"
+	"net/textproto"
+	"strings"
+)
+
+// viaToken is what the proxy adds to Via; seeing it on an incoming request
+// means the request has looped back through us (SPEC §5.5).
+const viaToken = "nora-breaker"
+
+// viaValue is the full Via entry added to requests and responses.
+const viaValue = "1.1 " + viaToken
+
+// hopHeaders are connection-scoped headers that must not be forwarded
+// (RFC 9110 §7.6.1), plus the proxy's own Proxy-* headers.
+var hopHeaders = [...]string{
+	"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// looped reports whether the request already passed through this proxy.
+func looped(h http.Header) bool {
+	for _, v := range h.Values("Via") {
+		for _, part := range strings.Split(v, ",") {
+			fields := strings.Fields(part)
+			if len(fields) >= 2 && strings.EqualFold(fields[1], viaToken) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// isWebSocketHandshake reports a client's websocket upgrade request, the one
+// Upgrade the proxy relays.
+func isWebSocketHandshake(h http.Header) bool {
+	return headerHasToken(h, "Connection", "upgrade") && headerHasToken(h, "Upgrade", "websocket")
+}
+
+// stripHopByHop removes hop-by-hop headers and every header named in
+// Connection. A websocket handshake keeps Connection and Upgrade, which the
+// upstream needs to switch protocols.
+func stripHopByHop(h http.Header) {
+	ws := isWebSocketHandshake(h)
+	for _, v := range h.Values("Connection") {
+		for _, name := range strings.Split(v, ",") {
+			name = textproto.TrimString(name)
+			if name == "" || (ws && strings.EqualFold(name, "upgrade")) {
+				continue
+			}
+			h.Del(name)
+		}
+	}
+	for _, name := range hopHeaders {
+		if ws && (name == "Connection" || name == "Upgrade") {
+			continue
+		}
+		h.Del(name)
+	}
+}
+
+// addVia appends our Via entry.
+func addVia(h http.Header) {
+	if prior := h.Get("Via"); prior != "" {
+		h.Set("Via", strings.Join(h.Values("Via"), ", ")+", "+viaValue)
+		return
+	}
+	h.Set("Via", viaValue)
+}
+
+func headerHasToken(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(textproto.TrimString(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,142 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/nora-breaker/nora-breaker/fallback"
+)
+
+// keptQueryParams are query parameters whose values are safe and useful in
+// logs; every other value is redacted, since tokens and signatures travel in
+// query strings (SPEC §9).
+var keptQueryParams = map[string]bool{"service": true, "scope": true, "q": true, "n": true, "last": true}
+
+// record collects every decision about one request for its log line.
+type record struct {
+	start    time.Time
+	method   string
+	scheme   string
+	host     string
+	path     string
+	query    string
+	client   string
+	match    Match
+	result   string
+	servedBy string
+	attempts int
+	status   int
+}
+
+func (p *Proxy) newRecord(req *http.Request) *record {
+	return &record{start: p.now(), method: req.Method, scheme: req.URL.Scheme, host: req.URL.Host,
+		path: req.URL.EscapedPath(), query: redactQuery(req.URL.RawQuery), client: req.RemoteAddr}
+}
+
+// apply takes over what the fallback chain decided.
+func (r *record) apply(res fallback.Result) {
+	r.result, r.servedBy, r.attempts = res.Kind, res.ServedBy, res.Attempts
+}
+
+func (r *record) format() string {
+	if r.match.Upstream == nil {
+		return "none"
+	}
+	return r.match.Upstream.Format
+}
+
+func (r *record) key() string {
+	if r.match.Upstream == nil {
+		return ""
+	}
+	return r.match.Upstream.Key
+}
+
+// finish prepares the client's answer and arranges for the request's log
+// line and metrics once its body has been sent.
+func (p *Proxy) finish(rec *record, resp *http.Response) *http.Response {
+	if resp == nil {
+		// Never hand goproxy a nil response: on intercepted connections it
+		// would drop the client without an answer.
+		rec.result = fallback.KindError
+		resp = fallback.TextResponse(nil, http.StatusBadGateway, "text/plain; charset=utf-8", "nora-breaker: no response\n")
+	}
+	rec.status = resp.StatusCode
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		p.emit(rec, 0)
+		return resp
+	}
+	stripHopByHop(resp.Header)
+	if resp.Body == nil {
+		resp.Body = http.NoBody
+	}
+	resp.Body = &loggedBody{ReadCloser: resp.Body, p: p, rec: rec}
+	return resp
+}
+
+// emit writes the request's one log line and counts it.
+func (p *Proxy) emit(rec *record, bytes int64) {
+	p.metrics.requests.WithLabelValues(rec.format(), rec.result).Inc()
+	lvl := zerolog.InfoLevel
+	if rec.status >= 500 {
+		lvl = zerolog.WarnLevel
+	}
+	p.log.WithLevel(lvl).
+		Str("method", rec.method).Str("scheme", rec.scheme).Str("host", rec.host).
+		Str("path", rec.path).Str("query", rec.query).Str("client", rec.client).
+		Str("format", rec.format()).Str("key", rec.key()).Bool("alias", rec.match.Alias).
+		Str("result", rec.result).Int("status", rec.status).Str("served_by", rec.servedBy).
+		Int("attempts", rec.attempts).Int64("bytes", bytes).
+		Float64("duration_ms", float64(p.now().Sub(rec.start).Microseconds())/1000).
+		Msg("request")
+}
+
+// loggedBody counts the bytes sent to the client and logs the request when
+// the body is done.
+type loggedBody struct {
+	io.ReadCloser
+	p    *Proxy
+	rec  *record
+	n    int64
+	done atomic.Bool
+}
+
+func (b *loggedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n += int64(n)
+	return n, err
+}
+
+func (b *loggedBody) Close() error {
+	err := b.ReadCloser.Close()
+	if b.done.CompareAndSwap(false, true) {
+		b.p.emit(b.rec, b.n)
+	}
+	return err
+}
+
+// redactQuery keeps parameter names and replaces values outside the
+// allowlist, so tokens and signatures never reach a log.
+func redactQuery(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	parts := strings.Split(raw, "&")
+	for i, kv := range parts {
+		k, _, hasValue := strings.Cut(kv, "=")
+		name, err := url.QueryUnescape(k)
+		if err != nil || !hasValue {
+			continue
+		}
+		if !keptQueryParams[strings.ToLower(name)] {
+			parts[i] = k + "=REDACTED"
+		}
+	}
+	return strings.Join(parts, "&")
+}

@@ -1,0 +1,274 @@
+package stale
+
+import (
+	"container/list"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+)
+
+// Defaults applied to zero Options fields (SPEC §2.2).
+const (
+	DefaultMaxBytes       int64 = 1 << 30
+	DefaultMaxObjectBytes int64 = 64 << 20
+)
+
+// Options configures a Cache. Zero values mean: MaxBytes 1 GiB,
+// MaxObjectBytes 64 MiB, Now time.Now, no metric registration, no logs.
+type Options struct {
+	// Dir holds the cache; it is created with mode 0700 when missing.
+	Dir string
+	// MaxBytes bounds the total size of stored bodies; the least recently
+	// used entries are evicted to stay under it.
+	MaxBytes int64
+	// MaxObjectBytes bounds one body; larger answers are never stored.
+	MaxObjectBytes int64
+	// Now is the clock used for StoredAt.
+	Now func() time.Time
+	// Registerer receives the nora_sidecar_stale_cache_* series.
+	Registerer prometheus.Registerer
+	// Logger receives write errors and load findings; keys are never logged
+	// (they hold URLs with query values), only their hashes.
+	Logger zerolog.Logger
+}
+
+// Cache is the stale cache. It is safe for concurrent use.
+type Cache struct {
+	dir                 string
+	maxBytes, maxObject int64
+	now                 func() time.Time
+	log                 zerolog.Logger
+	m                   *metrics
+
+	// commitMu serialises every change to committed files (meta renames and
+	// deletions) together with the matching index change, so the index and
+	// the disk agree about which body a key names. Lookups never take it.
+	commitMu sync.Mutex
+
+	mu     sync.Mutex // guards the fields below
+	index  map[string]*item
+	lru    *list.List // of *item; front is the most recently used
+	bytes  int64
+	closed bool
+	// seq numbers finished bodies in the order they completed, so that of
+	// two writes of one key the one that finished last wins even when the
+	// background commits run in the other order.
+	seq uint64
+
+	// commits counts commit goroutines in flight; Close waits for them.
+	commits sync.WaitGroup
+	// syncFile makes a body durable before it is published. A field rather
+	// than a direct call so the concurrency test can skip disk flushes that
+	// prove nothing about locking and dominate its run time.
+	syncFile func(*os.File) error
+}
+
+// item is the in-memory index entry of one committed key.
+type item struct {
+	key, hash string
+	meta      *meta
+	seq       uint64 // 0 for entries loaded at Open
+	elem      *list.Element
+}
+
+// Open prepares the cache in o.Dir: it creates the directory, rebuilds the
+// index from the committed entries, removes temporary, orphaned and corrupt
+// files, and evicts down to MaxBytes.
+func Open(o Options) (*Cache, error) {
+	if o.Dir == "" {
+		return nil, errors.New("stale cache: no directory")
+	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = DefaultMaxBytes
+	}
+	if o.MaxObjectBytes <= 0 {
+		o.MaxObjectBytes = DefaultMaxObjectBytes
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("stale cache: %w", err)
+	}
+	m, err := newMetrics(o.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cache{
+		dir:      o.Dir,
+		maxBytes: o.MaxBytes,
+		// An object larger than the whole cache could never stay in it.
+		maxObject: min(o.MaxObjectBytes, o.MaxBytes),
+		now:       o.Now,
+		log:       o.Logger.With().Str("component", "stale").Logger(),
+		m:         m,
+		index:     make(map[string]*item),
+		lru:       list.New(),
+		syncFile:  (*os.File).Sync,
+	}
+	if err := c.load(); err != nil {
+		return nil, err
+	}
+	c.commitMu.Lock()
+	defer c.commitMu.Unlock()
+	c.mu.Lock()
+	victims := c.evictLocked()
+	c.mu.Unlock()
+	c.removeFiles(victims)
+	return c, nil
+}
+
+// Storable reports whether resp, the answer to req, may be stored: a GET
+// answered 200, without Cache-Control no-store, and not announced larger than
+// the per-object bound.
+func (c *Cache) Storable(req *http.Request, resp *http.Response) bool {
+	if req == nil || resp == nil || req.Method != http.MethodGet || resp.StatusCode != http.StatusOK {
+		return false
+	}
+	if resp.ContentLength > c.maxObject {
+		return false
+	}
+	for _, v := range resp.Header.Values("Cache-Control") {
+		for tok := range strings.SplitSeq(v, ",") {
+			tok, _, _ = strings.Cut(tok, "=")
+			if strings.EqualFold(strings.TrimSpace(tok), "no-store") {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Lookup returns the entry stored under key and marks it recently used. The
+// caller must Close the entry's Body. A body deleted between the index read
+// and the open (eviction or replacement racing) is retried once, then a miss.
+func (c *Cache) Lookup(key string) (*Entry, bool) {
+	for range 2 {
+		c.mu.Lock()
+		it, ok := c.index[key]
+		if !ok {
+			c.mu.Unlock()
+			return nil, false
+		}
+		c.lru.MoveToFront(it.elem)
+		m, path := it.meta, c.bodyPath(it.hash, it.meta.Body)
+		c.mu.Unlock()
+
+		f, err := os.Open(path)
+		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				c.log.Warn().Err(err).Str("entry", it.hash).Msg("stale cache: cannot open body")
+				return nil, false
+			}
+			continue
+		}
+		return &Entry{
+			Status:   m.Status,
+			Header:   m.Header.Clone(),
+			Body:     f,
+			Size:     m.Size,
+			StoredAt: m.StoredAt,
+		}, true
+	}
+	return nil, false
+}
+
+// Stats returns the stored body bytes and the number of entries.
+func (c *Cache) Stats() (bytes int64, objects int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bytes, len(c.index)
+}
+
+// Close stops accepting new writes and waits for commits already under way,
+// so that a graceful shutdown keeps every body that finished streaming.
+// Lookups keep working. Close is idempotent.
+func (c *Cache) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.commits.Wait()
+	return nil
+}
+
+// subdir is the directory holding the entry of hash.
+func (c *Cache) subdir(hash string) string { return filepath.Join(c.dir, hash[:2]) }
+
+func (c *Cache) metaPath(hash string) string {
+	return filepath.Join(c.subdir(hash), hash+metaSuffix)
+}
+
+func (c *Cache) bodyPath(hash, body string) string {
+	return filepath.Join(c.subdir(hash), body)
+}
+
+// installLocked puts it in the index as the most recently used entry and
+// returns the entry it replaced, if any. c.mu must be held.
+func (c *Cache) installLocked(it *item) (replaced *item) {
+	if old, ok := c.index[it.key]; ok {
+		c.lru.Remove(old.elem)
+		c.bytes -= old.meta.Size
+		replaced = old
+	}
+	it.elem = c.lru.PushFront(it)
+	c.index[it.key] = it
+	c.bytes += it.meta.Size
+	c.updateGaugesLocked()
+	return replaced
+}
+
+// evictLocked drops least recently used entries from the index until the
+// total fits MaxBytes and returns them so their files can be removed under
+// commitMu. c.mu must be held.
+func (c *Cache) evictLocked() []*item {
+	var victims []*item
+	for c.bytes > c.maxBytes {
+		back := c.lru.Back()
+		if back == nil {
+			break
+		}
+		it := back.Value.(*item)
+		c.lru.Remove(back)
+		delete(c.index, it.key)
+		c.bytes -= it.meta.Size
+		victims = append(victims, it)
+		c.m.evictions.Inc()
+	}
+	c.updateGaugesLocked()
+	return victims
+}
+
+// removeFiles deletes the committed files of items: the meta first, so a
+// crash in between leaves an orphan body the loader drops rather than a meta
+// naming a missing body. commitMu must be held, because a concurrent commit of
+// the same key would otherwise have its fresh meta deleted.
+func (c *Cache) removeFiles(items []*item) {
+	for _, it := range items {
+		if err := os.Remove(c.metaPath(it.hash)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			c.log.Warn().Err(err).Str("entry", it.hash).Msg("stale cache: cannot remove metadata")
+		}
+		c.removeBody(it.hash, it.meta.Body)
+	}
+}
+
+// removeBody deletes one body file; bodies have unique names, so this is
+// safe without commitMu.
+func (c *Cache) removeBody(hash, body string) {
+	if err := os.Remove(c.bodyPath(hash, body)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		c.log.Warn().Err(err).Str("entry", hash).Msg("stale cache: cannot remove body")
+	}
+}
+
+func (c *Cache) updateGaugesLocked() {
+	c.m.bytes.Set(float64(c.bytes))
+	c.m.objects.Set(float64(len(c.index)))
+}

@@ -1,0 +1,156 @@
+package stale
+
+import (
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+func sha256hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+func TestKey(t *testing.T) {
+	const (
+		dockerAccept = "application/vnd.oci.image.index.v1+json, application/vnd.docker.distribution.manifest.v2+json"
+		npmAccept    = "application/vnd.npm.install-v1+json; q=1.0, application/json; q=0.8, */*"
+		pipAccept    = "application/vnd.pypi.simple.v1+json, text/html; q=0.01"
+	)
+	tests := []struct {
+		name    string
+		url     string
+		format  string
+		mode    string
+		header  map[string]string
+		tls     bool
+		want    string
+		wantBad bool
+	}{
+		{name: "docker manifest keeps Accept", url: "https://registry-1.docker.io/v2/library/nginx/manifests/latest",
+			format: "docker", header: map[string]string{"Accept": dockerAccept},
+			want: "https://registry-1.docker.io/v2/library/nginx/manifests/latest\naccept=" + dockerAccept},
+		{name: "docker manifest by digest keeps Accept", url: "https://ghcr.io/v2/o/r/manifests/sha256:ab",
+			format: "docker", header: map[string]string{"Accept": "x"}, want: "https://ghcr.io/v2/o/r/manifests/sha256:ab\naccept=x"},
+		{name: "docker manifest without Accept", url: "https://ghcr.io/v2/o/r/manifests/v1", format: "docker",
+			want: "https://ghcr.io/v2/o/r/manifests/v1\naccept="},
+		{name: "docker blob ignores Accept", url: "https://registry-1.docker.io/v2/library/nginx/blobs/sha256:aa",
+			format: "docker", header: map[string]string{"Accept": dockerAccept},
+			want: "https://registry-1.docker.io/v2/library/nginx/blobs/sha256:aa"},
+		{name: "docker name called manifests is not a manifest", url: "https://r.io/v2/manifests/x",
+			format: "docker", header: map[string]string{"Accept": "x"}, want: "https://r.io/v2/manifests/x"},
+		{name: "npm packument keeps Accept", url: "https://registry.npmjs.org/lodash", format: "npm",
+			header: map[string]string{"Accept": npmAccept}, want: "https://registry.npmjs.org/lodash\naccept=" + npmAccept},
+		{name: "npm scoped packument keeps escaping", url: "https://registry.npmjs.org/@types%2fnode", format: "npm",
+			header: map[string]string{"Accept": "a"}, want: "https://registry.npmjs.org/@types%2fnode\naccept=a"},
+		{name: "npm tarball ignores Accept", url: "https://registry.npmjs.org/lodash/-/lodash-4.17.21.tgz",
+			format: "npm", header: map[string]string{"Accept": npmAccept},
+			want: "https://registry.npmjs.org/lodash/-/lodash-4.17.21.tgz"},
+		{name: "pypi simple page keeps Accept", url: "https://pypi.org/simple/requests/", format: "pypi",
+			header: map[string]string{"Accept": pipAccept}, want: "https://pypi.org/simple/requests/\naccept=" + pipAccept},
+		{name: "pypi simple page without slash", url: "https://pypi.org/simple/requests", format: "pypi",
+			header: map[string]string{"Accept": "a"}, want: "https://pypi.org/simple/requests\naccept=a"},
+		{name: "pypi file ignores Accept", url: "https://files.pythonhosted.org/packages/ab/cd/requests-2.0-py3-none-any.whl",
+			format: "pypi", header: map[string]string{"Accept": pipAccept},
+			want: "https://files.pythonhosted.org/packages/ab/cd/requests-2.0-py3-none-any.whl"},
+		{name: "other formats ignore Accept", url: "https://repo1.maven.org/maven2/a/b/1/b-1.pom", format: "maven",
+			header: map[string]string{"Accept": "a"}, want: "https://repo1.maven.org/maven2/a/b/1/b-1.pom"},
+		{name: "host lower-cased, default http port dropped", url: "http://Example.COM:80/X", format: "go",
+			want: "http://example.com/X"},
+		{name: "default https port dropped", url: "https://proxy.golang.org:443/m/@v/list", format: "go",
+			want: "https://proxy.golang.org/m/@v/list"},
+		{name: "other port kept", url: "https://nexus.local:8443/repo/a", format: "maven",
+			want: "https://nexus.local:8443/repo/a"},
+		{name: "http port 443 kept", url: "http://nexus.local:443/a", format: "maven", want: "http://nexus.local:443/a"},
+		{name: "ipv6 default port", url: "http://[::1]:80/a", format: "go", want: "http://[::1]/a"},
+		{name: "ipv6 other port", url: "http://[::1]:8080/a", format: "go", want: "http://[::1]:8080/a"},
+		{name: "user:pass stripped", url: "https://user:secret@nexus.local/repo/a.jar", format: "maven",
+			want: "https://nexus.local/repo/a.jar"},
+		{name: "query kept", url: "https://index.crates.io/config.json?a=1&b=%20", format: "cargo",
+			want: "https://index.crates.io/config.json?a=1&b=%20"},
+		{name: "empty path is root", url: "https://pypi.org", format: "cargo", want: "https://pypi.org/"},
+		{name: "scheme from TLS when URL is relative", url: "/simple/x/", format: "cargo", tls: true,
+			want: "https://example.com/simple/x/"},
+		{name: "off refuses Authorization", url: "https://r.io/a", format: "go", mode: ModeOff,
+			header: map[string]string{"Authorization": "Bearer t"}, wantBad: true},
+		{name: "off refuses Cookie", url: "https://r.io/a", format: "go", mode: ModeOff,
+			header: map[string]string{"Cookie": "s=1"}, wantBad: true},
+		{name: "off stores anonymous", url: "https://r.io/a", format: "go", mode: ModeOff, want: "https://r.io/a"},
+		{name: "isolate hashes Authorization", url: "https://r.io/a", format: "go", mode: ModeIsolate,
+			header: map[string]string{"Authorization": "Bearer t"}, want: "https://r.io/a\ncred=" + sha256hex("Bearer t\x00\x01")},
+		{name: "isolate hashes Cookie", url: "https://r.io/a", format: "go", mode: ModeIsolate,
+			header: map[string]string{"Cookie": "s=1"}, want: "https://r.io/a\ncred=" + sha256hex("\x01s=1\x00")},
+		{name: "empty mode means isolate", url: "https://r.io/a", format: "go",
+			header: map[string]string{"Authorization": "Bearer t"}, want: "https://r.io/a\ncred=" + sha256hex("Bearer t\x00\x01")},
+		{name: "isolate anonymous has no suffix", url: "https://r.io/a", format: "go", mode: ModeIsolate, want: "https://r.io/a"},
+		{name: "share ignores credentials", url: "https://r.io/a", format: "go", mode: ModeShare,
+			header: map[string]string{"Authorization": "Bearer t", "Cookie": "s"}, want: "https://r.io/a"},
+		{name: "unknown mode refuses", url: "https://r.io/a", format: "go", mode: "shared", wantBad: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodGet, tt.url, nil)
+			for k, v := range tt.header {
+				req.Header.Set(k, v)
+			}
+			if tt.tls {
+				req.TLS = &tls.ConnectionState{}
+			} else {
+				req.TLS = nil
+			}
+			got, ok := Key(req, tt.format, tt.mode)
+			if ok == tt.wantBad {
+				t.Fatalf("Key ok = %v, want %v (key %q)", ok, !tt.wantBad, got)
+			}
+			if got != tt.want {
+				t.Errorf("Key = %q\nwant  %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestKeyIsolatesTenants(t *testing.T) {
+	key := func(authz string) string {
+		req := httptest.NewRequest(http.MethodGet, "https://r.io/a", nil)
+		req.Header.Set("Authorization", authz)
+		k, ok := Key(req, "go", ModeIsolate)
+		if !ok {
+			t.Fatalf("Key refused %q", authz)
+		}
+		return k
+	}
+	if key("Bearer one") == key("Bearer two") {
+		t.Fatal("two credentials share a key")
+	}
+}
+
+func TestKeyRefusesSmuggledSeparators(t *testing.T) {
+	req := httptest.NewRequest(http.MethodGet, "https://r.io/a", nil)
+	req.URL.RawQuery = "x\ncred=00"
+	if k, ok := Key(req, "go", ModeShare); ok {
+		t.Fatalf("Key accepted a newline in the query: %q", k)
+	}
+	req = httptest.NewRequest(http.MethodGet, "https://registry.npmjs.org/x", nil)
+	req.Header["Accept"] = []string{"a\ncred=00"}
+	if k, ok := Key(req, "npm", ModeShare); ok {
+		t.Fatalf("Key accepted a newline in Accept: %q", k)
+	}
+	if _, ok := Key(nil, "go", ModeShare); ok {
+		t.Fatal("Key accepted a nil request")
+	}
+}
+
+func BenchmarkKey(b *testing.B) {
+	req := httptest.NewRequest(http.MethodGet, "https://registry-1.docker.io/v2/library/nginx/manifests/latest", nil)
+	req.Header.Set("Accept", "application/vnd.oci.image.index.v1+json, application/vnd.docker.distribution.manifest.v2+json")
+	req.Header.Set("Authorization", "Bearer abcdefghijklmnopqrstuvwxyz")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := Key(req, "docker", ModeIsolate); !ok {
+			b.Fatal("not ok")
+		}
+	}
+}

@@ -1,0 +1,47 @@
+package stale
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the cache's Prometheus series; see SPEC §7.
+type metrics struct {
+	bytes       prometheus.Gauge
+	objects     prometheus.Gauge
+	writeErrors prometheus.Counter
+	evictions   prometheus.Counter
+}
+
+// newMetrics creates the cache's series and registers them on reg; a nil reg
+// leaves them unregistered (handy for tools and tests that do not scrape).
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		bytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nora_sidecar_stale_cache_bytes",
+			Help: "Bytes of response bodies held by the stale cache.",
+		}),
+		objects: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nora_sidecar_stale_cache_objects",
+			Help: "Entries held by the stale cache.",
+		}),
+		writeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nora_sidecar_stale_cache_write_errors_total",
+			Help: "Stale cache writes or commits that failed on the local disk.",
+		}),
+		evictions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nora_sidecar_stale_cache_evictions_total",
+			Help: "Stale cache entries removed to stay under stale_max_bytes.",
+		}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.bytes, m.objects, m.writeErrors, m.evictions} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("stale cache metrics: %w", err)
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,303 @@
+package stale
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/textproto"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// teeBufferSize is the write buffer in front of the temp file: the only cost
+// the client's stream pays for the cache is a copy into it.
+const teeBufferSize = 32 << 10
+
+// Tee arranges for resp's body to be stored under key while the caller
+// streams it: resp.Body is replaced by a reader that copies every byte it
+// returns into a temp file. The entry is committed, in the background, only
+// after a clean EOF (or a Close once exactly ContentLength bytes were read)
+// with the announced length and within MaxObjectBytes. Anything else — a
+// Close before the end, a read error, a short or long body, a disk error —
+// drops the temp file and leaves any earlier entry of key in place. The
+// reader returns exactly what the original body returns: a cache problem is
+// logged and counted, never passed to the client. After Close, Tee does
+// nothing. Call it only for responses Storable accepted.
+func (c *Cache) Tee(key string, resp *http.Response) {
+	if key == "" || resp == nil || resp.Body == nil || resp.ContentLength > c.maxObject {
+		return
+	}
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return
+	}
+	hash := keyHash(key)
+	dir := c.subdir(hash)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		c.writeError(err, hash, "create directory")
+		return
+	}
+	// The random middle part of the temp name becomes the body's unique name,
+	// so concurrent writes of one key never share a file.
+	f, err := os.CreateTemp(dir, hash+".*"+bodySuffix+tmpSuffix)
+	if err != nil {
+		c.writeError(err, hash, "create temp file")
+		return
+	}
+	resp.Body = &teeBody{
+		c:   c,
+		src: resp.Body,
+		p: pending{
+			key:      key,
+			hash:     hash,
+			status:   resp.StatusCode,
+			header:   storedHeader(resp.Header),
+			storedAt: c.now(),
+		},
+		want: resp.ContentLength,
+		f:    f,
+		w:    bufio.NewWriterSize(f, teeBufferSize),
+	}
+}
+
+// pending is what a finished body needs to become an entry.
+type pending struct {
+	key, hash string
+	status    int
+	header    http.Header
+	size      int64
+	seq       uint64
+	storedAt  time.Time
+	f         *os.File
+	w         *bufio.Writer
+}
+
+// teeBody is the reader Tee installs.
+type teeBody struct {
+	c    *Cache
+	src  io.ReadCloser
+	p    pending
+	want int64 // ContentLength; -1 when unknown
+
+	// mu guards the fields below. It is never held across src.Read, so a
+	// Close from another goroutine can always interrupt a stalled read.
+	mu sync.Mutex
+	f  *os.File // nil once the write was committed or abandoned
+	w  *bufio.Writer
+	n  int64
+}
+
+// Read passes src's bytes and error through unchanged and copies the bytes.
+func (t *teeBody) Read(b []byte) (int, error) {
+	n, err := t.src.Read(b)
+	t.mu.Lock()
+	if t.f != nil {
+		t.observe(b[:n], err)
+	}
+	t.mu.Unlock()
+	return n, err
+}
+
+// observe records one Read's result. t.mu must be held and the write active.
+func (t *teeBody) observe(b []byte, err error) {
+	if len(b) > 0 {
+		t.n += int64(len(b))
+		if t.n > t.c.maxObject || (t.want >= 0 && t.n > t.want) {
+			t.abandon()
+			return
+		}
+		if _, werr := t.w.Write(b); werr != nil {
+			t.c.writeError(werr, t.p.hash, "write body")
+			t.abandon()
+			return
+		}
+	}
+	switch {
+	case err == nil:
+	case err == io.EOF && (t.want < 0 || t.n == t.want):
+		t.finish()
+	default:
+		// A broken-off body, or one that ended short of Content-Length.
+		t.abandon()
+	}
+}
+
+// Close closes src first, which unblocks a Read stalled in another goroutine.
+// A body that already delivered its full known length is complete even if the
+// caller never read the EOF; anything else is abandoned.
+func (t *teeBody) Close() error {
+	err := t.src.Close()
+	t.mu.Lock()
+	if t.f != nil {
+		if t.want >= 0 && t.n == t.want {
+			t.finish()
+		} else {
+			t.abandon()
+		}
+	}
+	t.mu.Unlock()
+	return err
+}
+
+// abandon drops the temp file. t.mu must be held.
+func (t *teeBody) abandon() {
+	name := t.f.Name()
+	t.f.Close()
+	t.f, t.w = nil, nil
+	if err := os.Remove(name); err != nil {
+		t.c.log.Warn().Err(err).Str("entry", t.p.hash).Msg("stale cache: cannot remove temp file")
+	}
+}
+
+// finish hands the complete body to a background commit, so the client's
+// final Read never waits for fsync or renames. t.mu must be held.
+func (t *teeBody) finish() {
+	p := t.p
+	p.size, p.f, p.w = t.n, t.f, t.w
+	c := t.c
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		t.abandon()
+		return
+	}
+	c.seq++
+	p.seq = c.seq
+	c.commits.Add(1)
+	c.mu.Unlock()
+	t.f, t.w = nil, nil
+	go func() {
+		defer c.commits.Done()
+		if err := c.commit(&p); err != nil {
+			c.writeError(err, p.hash, "commit")
+		}
+	}()
+}
+
+// commit makes p an entry. Order matters for crash safety: the body gets its
+// final unique name first, then the metadata's rename publishes it; a crash
+// before that leaves an orphan body the loader removes, a crash after it a
+// complete entry. The replaced body is deleted only after the new meta is in
+// place.
+func (c *Cache) commit(p *pending) error {
+	tmp := p.f.Name()
+	err := p.w.Flush()
+	if err == nil {
+		err = c.syncFile(p.f)
+	}
+	if cerr := p.f.Close(); err == nil {
+		err = cerr
+	}
+	bodyName := strings.TrimSuffix(filepath.Base(tmp), tmpSuffix)
+	bodyPath := filepath.Join(filepath.Dir(tmp), bodyName)
+	if err == nil {
+		err = os.Rename(tmp, bodyPath)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("body: %w", err)
+	}
+	m := &meta{Version: metaVersion, Key: p.key, Status: p.status, Header: p.header,
+		Size: p.size, StoredAt: p.storedAt, Body: bodyName}
+	metaTmp, err := writeMetaTemp(filepath.Dir(tmp), p.hash, m)
+	if err != nil {
+		os.Remove(bodyPath)
+		return err
+	}
+
+	c.commitMu.Lock()
+	defer c.commitMu.Unlock()
+	c.mu.Lock()
+	cur := c.index[p.key]
+	c.mu.Unlock()
+	if cur != nil && cur.seq > p.seq {
+		// A write of this key that finished later is already committed.
+		os.Remove(metaTmp)
+		os.Remove(bodyPath)
+		return nil
+	}
+	if err := os.Rename(metaTmp, c.metaPath(p.hash)); err != nil {
+		os.Remove(metaTmp)
+		os.Remove(bodyPath)
+		return fmt.Errorf("metadata: %w", err)
+	}
+	c.mu.Lock()
+	replaced := c.installLocked(&item{key: p.key, hash: p.hash, meta: m, seq: p.seq})
+	victims := c.evictLocked()
+	c.mu.Unlock()
+	if replaced != nil {
+		c.removeBody(replaced.hash, replaced.meta.Body)
+	}
+	c.removeFiles(victims)
+	return nil
+}
+
+// writeMetaTemp writes m to a temp file next to its final place. Unlike the
+// body it is not fsynced: a metadata file lost or emptied by a crash fails to
+// parse and the loader drops the entry, which costs one cache miss, whereas a
+// body that had not reached the disk could be served as garbage.
+func writeMetaTemp(dir, hash string, m *meta) (string, error) {
+	data, err := json.Marshal(m)
+	if err != nil {
+		return "", fmt.Errorf("metadata: %w", err)
+	}
+	f, err := os.CreateTemp(dir, hash+".*"+metaSuffix+tmpSuffix)
+	if err != nil {
+		return "", fmt.Errorf("metadata: %w", err)
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("metadata: %w", err)
+	}
+	return f.Name(), nil
+}
+
+// writeError logs and counts a local disk problem; it never reaches a client.
+func (c *Cache) writeError(err error, hash, op string) {
+	c.m.writeErrors.Inc()
+	c.log.Warn().Err(err).Str("entry", hash).Str("op", op).Msg("stale cache write failed")
+}
+
+// storedHeader returns the headers worth keeping from an upstream answer.
+func storedHeader(h http.Header) http.Header {
+	out := h.Clone()
+	if out == nil {
+		return http.Header{}
+	}
+	for _, v := range h.Values("Connection") {
+		for tok := range strings.SplitSeq(v, ",") {
+			if tok = strings.TrimSpace(tok); tok != "" {
+				out.Del(tok)
+			}
+		}
+	}
+	for k := range out {
+		if notStored(textproto.CanonicalMIMEHeaderKey(k)) {
+			delete(out, k)
+		}
+	}
+	return out
+}
+
+// notStored reports headers that are never stored: they describe one
+// connection, or (Set-Cookie) belong to one client, or (Content-Length, Age,
+// X-Nora-Stale) are recomputed when the entry is served.
+func notStored(k string) bool {
+	switch k {
+	case "Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+		"Set-Cookie", "Set-Cookie2", "Content-Length", "Age", "X-Nora-Stale":
+		return true
+	}
+	return strings.HasPrefix(k, "Proxy-")
+}
