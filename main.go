@@ -80,7 +80,7 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 }
 
 // loadConfig parses the shared flags and loads the configuration.
-func loadConfig(name string, args []string, withListen bool, stderr io.Writer) (*config.Config, int) {
+func loadConfig(name string, args []string, withListen bool, stderr io.Writer) (*config.Config, config.Flags, int) {
 	fs := newFlagSet(name, stderr)
 	var flags config.Flags
 	fs.StringVar(&flags.ConfigPath, "config", "", "NORA config.toml (default: $NORA_CONFIG_PATH, then ./config.toml)")
@@ -92,18 +92,18 @@ func loadConfig(name string, args []string, withListen bool, stderr io.Writer) (
 		if err == nil {
 			fmt.Fprintf(stderr, "%s: unexpected argument %q\n", name, fs.Arg(0))
 		}
-		return nil, cli.ExitUsage
+		return nil, flags, cli.ExitUsage
 	}
 	cfg, err := config.Load(config.Options{Flags: flags, LookupEnv: os.LookupEnv})
 	if err != nil {
 		fmt.Fprintf(stderr, "invalid configuration:\n%v\n", err)
-		return nil, cli.ExitUsage
+		return nil, flags, cli.ExitUsage
 	}
-	return cfg, cli.ExitOK
+	return cfg, flags, cli.ExitOK
 }
 
 func checkConfig(args []string, stdout, stderr io.Writer) int {
-	cfg, code := loadConfig("check-config", args, false, stderr)
+	cfg, _, code := loadConfig("check-config", args, false, stderr)
 	if cfg == nil {
 		return code
 	}
@@ -132,7 +132,7 @@ func caCommand(args []string, stdout, stderr io.Writer) int {
 }
 
 func serve(args []string, stderr io.Writer) int {
-	cfg, code := loadConfig("serve", args, true, stderr)
+	cfg, flags, code := loadConfig("serve", args, true, stderr)
 	if cfg == nil {
 		return code
 	}
@@ -159,7 +159,8 @@ func serve(args []string, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	go reloadOnSIGHUP(ctx, p, cfg.Path, logger)
+	flags.ConfigPath = cfg.Path
+	go watchReloads(ctx, p, flags, logger)
 	if err := p.Serve(ctx, proxyLn, adminLn); err != nil && !errors.Is(err, context.Canceled) {
 		logger.Error().Err(err).Msg("stopped")
 		return cli.ExitRuntime
@@ -167,9 +168,33 @@ func serve(args []string, stderr io.Writer) int {
 	return cli.ExitOK
 }
 
-// reloadOnSIGHUP re-reads the configuration on SIGHUP; an invalid new
+// watchReloads re-reads the configuration on SIGHUP and whenever the config
+// file changes (including a Kubernetes ConfigMap symlink swap). An invalid new
 // configuration is refused and the old one stays in force.
-func reloadOnSIGHUP(ctx context.Context, p *proxy.Proxy, path string, logger zerolog.Logger) {
+func watchReloads(ctx context.Context, p *proxy.Proxy, flags config.Flags, logger zerolog.Logger) {
+	path := flags.ConfigPath
+	reload := func(why string) {
+		cfg, err := config.Load(config.Options{Flags: flags, LookupEnv: os.LookupEnv})
+		if err != nil {
+			p.ReloadFailed()
+			logger.Error().Err(err).Str("trigger", why).Msg("reload refused: invalid configuration, keeping the old one")
+			return
+		}
+		restart := p.Reload(cfg)
+		logger.Info().Str("trigger", why).Strs("needs_restart", restart).Msg("configuration reloaded")
+	}
+	changed := make(chan struct{}, 1)
+	if path != "" {
+		err := config.Watch(ctx, path, func() {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		}, func(err error) { logger.Warn().Err(err).Msg("config file watch") })
+		if err != nil {
+			logger.Warn().Err(err).Str("path", path).Msg("cannot watch the config file; SIGHUP still reloads")
+		}
+	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -178,15 +203,10 @@ func reloadOnSIGHUP(ctx context.Context, p *proxy.Proxy, path string, logger zer
 		case <-ctx.Done():
 			return
 		case <-hup:
+			reload("SIGHUP")
+		case <-changed:
+			reload("file change")
 		}
-		cfg, err := config.Load(config.Options{Flags: config.Flags{ConfigPath: path}, LookupEnv: os.LookupEnv})
-		if err != nil {
-			p.ReloadFailed()
-			logger.Error().Err(err).Msg("reload refused: invalid configuration, keeping the old one")
-			continue
-		}
-		restart := p.Reload(cfg)
-		logger.Info().Strs("needs_restart", restart).Msg("configuration reloaded")
 	}
 }
 

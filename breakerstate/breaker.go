@@ -1,7 +1,6 @@
 package breakerstate
 
 import (
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -300,58 +299,4 @@ func (b *breaker) force(m Mode) error {
 	b.unlock()
 	b.announce(p)
 	return nil
-}
-
-// retryAfterLocked returns the reported state and the Retry-After of a
-// rejected request. Called with mu held.
-func (b *breaker) retryAfterLocked(now time.Time) (State, time.Duration) {
-	if !b.enabled {
-		return Closed, 0
-	}
-	switch {
-	case b.forced == ModeOpen:
-		// No probe will come by itself; reset_timeout is a sensible pace
-		// for clients to come back and see whether it was released.
-		return Open, ceilSeconds(b.cfg.ResetTimeout)
-	case b.state == Open:
-		return Open, ceilSeconds(b.cfg.ResetTimeout - now.Sub(b.lastFailure))
-	case b.state == HalfOpen:
-		return HalfOpen, time.Second
-	}
-	return Closed, 0
-}
-
-// ceilSeconds rounds d up to whole seconds, at least one: Retry-After is an
-// integer number of seconds and 0 would invite an immediate retry storm.
-func ceilSeconds(d time.Duration) time.Duration {
-	if d <= time.Second {
-		return time.Second
-	}
-	q := d / time.Second
-	if d%time.Second != 0 && q < math.MaxInt64/time.Second {
-		q++
-	}
-	return q * time.Second
-}
-
-// snapshot copies the breaker's state for the admin API.
-func (b *breaker) snapshot(now time.Time) Snapshot {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	st, ra := b.retryAfterLocked(now)
-	s := Snapshot{
-		Key:                b.cfg.Key,
-		Format:             b.cfg.Format,
-		State:              st,
-		FailureCount:       b.count,
-		Threshold:          b.cfg.FailureThreshold,
-		ResetTimeout:       b.cfg.ResetTimeout,
-		ThresholdSource:    b.cfg.ThresholdSource,
-		ResetTimeoutSource: b.cfg.ResetTimeoutSource,
-		LastFailure:        b.lastFailure,
-		RetryAfter:         ra,
-		Rejections:         b.rejections,
-		Forced:             forcedName(b.forced),
-	}
-	return s
 }

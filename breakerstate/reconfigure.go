@@ -7,8 +7,9 @@ import "time"
 // threshold and reset_timeout taking effect from their next event (a lowered
 // threshold does not open a breaker by itself; the next failure does). Keys
 // that left are dropped with their metric series; new keys start Closed.
-// Turning the set off resets every breaker to Closed and removes the state
-// gauges; turning it on starts every key Closed with its gauge at 0.
+// Turning the set off resets every breaker to Closed (automatic, count 0,
+// no last failure) and removes the state gauges; turning it on starts every
+// key Closed with its gauge at 0.
 //
 // Config validation runs before this, so invalid entries are not expected;
 // should one arrive anyway it is made harmless rather than refused (a

@@ -157,26 +157,6 @@ func (s *Set) Allow(key string) (Ticket, error) {
 	return b.allow()
 }
 
-// RetryAfter returns key's state and, when it rejects, the Retry-After for a
-// synthesized 503: while open, the time until a probe is allowed, rounded up
-// to whole seconds and at least 1s; while half-open 1s; while forced open
-// reset_timeout rounded up (at least 1s); while closed 0. The bool is false
-// for an unknown key.
-func (s *Set) RetryAfter(key string) (State, time.Duration, bool) {
-	b := s.table.Load().byKey[key]
-	if b == nil {
-		return Closed, 0, false
-	}
-	now := s.now()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.retired {
-		return Closed, 0, false
-	}
-	st, d := b.retryAfterLocked(now)
-	return st, d, true
-}
-
 // Force sets key's manual mode (SPEC §7): ModeOpen keeps it open until
 // released, ModeClosed keeps it closed while still counting failures, and
 // ModeAuto returns it to automatic operation, closed with a count of 0.
@@ -192,32 +172,4 @@ func (s *Set) Force(key string, m Mode) error {
 		return fmt.Errorf("force %q: %w", key, err)
 	}
 	return nil
-}
-
-// Snapshot is one breaker's state as shown by /breakers and /health.
-type Snapshot struct {
-	Key, Format        string
-	State              State
-	FailureCount       int
-	Threshold          int
-	ResetTimeout       time.Duration
-	ThresholdSource    string
-	ResetTimeoutSource string
-	LastFailure        time.Time // zero if none
-	// RetryAfter is what a rejected request would be told; 0 while closed.
-	RetryAfter time.Duration
-	Rejections uint64
-	Forced     string // "", "open" or "closed"
-}
-
-// Snapshot returns every breaker's state, in config order. Each entry is
-// consistent in itself; entries are read one lock at a time.
-func (s *Set) Snapshot() []Snapshot {
-	t := s.table.Load()
-	now := s.now()
-	out := make([]Snapshot, 0, len(t.order))
-	for _, b := range t.order {
-		out = append(out, b.snapshot(now))
-	}
-	return out
 }

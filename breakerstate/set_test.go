@@ -172,3 +172,23 @@ func TestStringsAndParseMode(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseMode: the mode comes from an admin query parameter. Only the
+// three names parse, and each round-trips through String.
+func FuzzParseMode(f *testing.F) {
+	for _, s := range []string{"auto", "open", "closed", "", "OPEN", "half_open", "open\x00", " auto"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		m, err := ParseMode(s)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidMode) {
+				t.Fatalf("ParseMode(%q) error %v is not ErrInvalidMode", s, err)
+			}
+			return
+		}
+		if m.String() != s {
+			t.Fatalf("ParseMode(%q) = %v, which prints as %q", s, m, m.String())
+		}
+	})
+}

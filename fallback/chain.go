@@ -228,7 +228,14 @@ func (c *Chain) attempt(r Request, cand *config.Upstream, t breakerstate.Ticket,
 	}
 	retry := Substitute(r.Client, cand, r.Rel)
 	retry.Header.Set("Authorization", "Bearer "+token)
-	return c.o.Sender.Send(retry, limitTimeout(cand, deadline, c.o.Now()), t2)
+	resp, err = c.o.Sender.Send(retry, limitTimeout(cand, deadline, c.o.Now()), t2)
+	if err == nil && resp.StatusCode == http.StatusUnauthorized {
+		// The registry refused a token we still thought fresh (revoked, or
+		// its clock disagrees): forget it so the next pull fetches anew
+		// instead of failing until it expires.
+		c.o.Tokens.Invalidate(cand.Key, ch)
+	}
+	return resp, err
 }
 
 // limitTimeout returns cand with its header timeout cut to what is left of

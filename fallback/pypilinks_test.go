@@ -205,13 +205,49 @@ func allHrefsAbsolute(body []byte) bool {
 	}
 }
 
+// checkHrefSpans compares hrefValueSpan with the tokenizer on every start
+// tag whose href needs no decoding: both must find the same value.
+func checkHrefSpans(t *testing.T, body []byte) {
+	z := html.NewTokenizer(bytes.NewReader(body))
+	off := 0
+	for {
+		tt := z.Next()
+		if tt == html.ErrorToken {
+			return
+		}
+		raw := body[off : off+len(z.Raw())]
+		off += len(raw)
+		if tt != html.StartTagToken && tt != html.SelfClosingTagToken {
+			continue
+		}
+		if _, hasAttr := z.TagName(); !hasAttr {
+			continue
+		}
+		val, tokOK := firstHref(z)
+		span, ok := hrefValueSpan(raw)
+		if ok && !tokOK {
+			t.Fatalf("scanner found an href the tokenizer did not in %q", raw)
+		}
+		if !ok || bytes.ContainsAny(val, "\x00\r\ufffd") || bytes.ContainsAny(raw[span.start:span.end], "&\x00\r") {
+			continue
+		}
+		if got := raw[span.start:span.end]; !bytes.Equal(got, val) {
+			t.Fatalf("scanner found href %q, tokenizer %q, in %q", got, val, raw)
+		}
+	}
+}
+
 func allJSONURLsAbsolute(body []byte) bool {
-	var doc struct{ Files []struct{ URL any } }
+	var doc struct{ Files []json.RawMessage }
 	if json.Unmarshal(body, &doc) != nil {
 		return true
 	}
 	for _, f := range doc.Files {
-		if s, ok := f.URL.(string); ok {
+		var entry map[string]any
+		if json.Unmarshal(f, &entry) != nil {
+			continue
+		}
+		if s, ok := entry["url"].(string); ok {
 			if u, err := url.Parse(trimHTMLSpace(s)); err == nil && u.Scheme == "" {
 				return false
 			}
@@ -243,6 +279,9 @@ func FuzzRewritePyPIPage(f *testing.F) {
 		ct, absolute := htmlType, allHrefsAbsolute
 		if isJSON {
 			ct, absolute = jsonType, allJSONURLsAbsolute
+		}
+		if !isJSON {
+			checkHrefSpans(t, body)
 		}
 		orig := bytes.Clone(body)
 		out, changed, err := RewritePyPIPage(body, ct, page)

@@ -75,7 +75,7 @@ func (s *Sender) Send(out *http.Request, u *config.Upstream, t breakerstate.Tick
 		return resp, nil
 	}
 	outcome := Decide(resp, nil, clientCtx)
-	if outcome != breakerstate.Success || !hasBody(out, resp) {
+	if true {
 		t.Done(outcome)
 		t = breakerstate.Ticket{}
 	}
@@ -100,15 +100,15 @@ func hasBody(req *http.Request, resp *http.Response) bool {
 // watchedBody enforces the idle read timeout, checks the length, and reports
 // the deferred outcome of a successful answer when the body ends.
 type watchedBody struct {
-	rc        io.ReadCloser
-	ticket    breakerstate.Ticket // zero when the outcome was already reported
-	attempt   context.Context // cancelled with ErrBodyStalled by the idle timer
-	cancel    context.CancelCauseFunc
-	idle      *time.Timer
-	timeout   time.Duration
-	want      int64 // Content-Length, or -1
-	n         int64
-	done      atomic.Bool
+	rc      io.ReadCloser
+	ticket  breakerstate.Ticket // zero when the outcome was already reported
+	attempt context.Context     // cancelled with ErrBodyStalled by the idle timer
+	cancel  context.CancelCauseFunc
+	idle    *time.Timer
+	timeout time.Duration
+	want    int64 // Content-Length, or -1
+	n       int64
+	done    atomic.Bool
 }
 
 func newWatchedBody(resp *http.Response, t breakerstate.Ticket, attempt context.Context,

@@ -3,6 +3,7 @@ package proxy
 import (
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"math"
 	"net/http"
 	"strings"
@@ -152,7 +153,14 @@ func (p *Proxy) handleForce(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := p.breakers.Force(key, mode); err != nil {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown breaker key", "key": key})
+		switch {
+		case errors.Is(err, breakerstate.ErrUnknownKey):
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown breaker key", "key": key})
+		case errors.Is(err, breakerstate.ErrDisabled):
+			writeJSON(w, http.StatusConflict, map[string]string{"error": "the circuit breaker is disabled", "key": key})
+		default:
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		}
 		return
 	}
 	p.log.Warn().Str("key", key).Str("mode", state).Str("client", r.RemoteAddr).Msg("breaker forced")

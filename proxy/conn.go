@@ -46,7 +46,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if l.max <= 0 {
 			l.active.Add(1)
 		}
-		return &countedConn{Conn: c, l: l}, nil
+		return &countedConn{Conn: &framingConn{Conn: c}, l: l}, nil
 	}
 }
 

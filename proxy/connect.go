@@ -91,6 +91,9 @@ func (p *Proxy) tunnel(ctx *goproxy.ProxyCtx, rec *record, up *config.Upstream, 
 	var done func(ok bool)
 	if up != nil {
 		t, err := p.breakers.Allow(up.Key)
+		if errors.Is(err, breakerstate.ErrUnknownKey) {
+			t, err = breakerstate.Ticket{}, nil // key gone in a reload: no breaker
+		}
 		if err != nil {
 			state, wait, _ := p.breakers.RetryAfter(up.Key)
 			return p.rejectConnect(ctx, rec, fallback.KindSynthesized503,

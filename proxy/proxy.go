@@ -144,7 +144,7 @@ func (p *Proxy) buildTransport(cfg *config.Config) error {
 		ExpectContinueTimeout: time.Second,
 		// Compression passes through untouched: the client's Accept-Encoding
 		// goes upstream and the body comes back as the upstream sent it.
-		DisableCompression: true,
+		DisableCompression:     true,
 		MaxResponseHeaderBytes: 1 << 20,
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/elazarl/goproxy"
 
+	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/config"
 	"github.com/nora-breaker/nora-breaker/fallback"
 	"github.com/nora-breaker/nora-breaker/stale"
@@ -83,6 +84,11 @@ func (p *Proxy) forwardClassified(req *http.Request, m Match, st *runtimeState, 
 	u := m.Upstream
 	fr := fallback.Request{Client: req, Addressed: u, Rel: m.Rel, Candidates: st.table.Candidates(m)}
 	t, err := p.breakers.Allow(u.Key)
+	if errors.Is(err, breakerstate.ErrUnknownKey) {
+		// The key vanished in a reload between classification and here:
+		// forward without a breaker rather than refuse.
+		t, err = breakerstate.Ticket{}, nil
+	}
 	if err != nil {
 		res := p.chain.Rejected(fr)
 		rec.apply(res)

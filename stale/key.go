@@ -48,37 +48,7 @@ func Key(req *http.Request, format, mode string) (key string, ok bool) {
 
 	var b strings.Builder
 	b.Grow(128)
-	scheme := strings.ToLower(req.URL.Scheme)
-	if scheme == "" {
-		// An intercepted or direct request may carry only a path; the
-		// connection says which scheme the client used.
-		scheme = "http"
-		if req.TLS != nil {
-			scheme = "https"
-		}
-	}
-	host := req.URL.Host
-	if host == "" {
-		host = req.Host
-	}
-	if host == "" {
-		return "", false
-	}
-	b.WriteString(scheme)
-	b.WriteString("://")
-	b.WriteString(normalHost(scheme, host))
-	path := req.URL.EscapedPath()
-	if path == "" {
-		path = "/"
-	}
-	b.WriteString(path)
-	if q := req.URL.RawQuery; q != "" {
-		b.WriteByte('?')
-		b.WriteString(q)
-	}
-	// Newlines separate the key's parts; a URL that smuggles one could forge
-	// another client's key, so such requests are simply not cached.
-	if strings.ContainsAny(b.String(), "\r\n") {
+	if !writeURL(&b, req) {
 		return "", false
 	}
 	if variantByAccept(format, req.URL.Path) {
@@ -94,6 +64,42 @@ func Key(req *http.Request, format, mode string) (key string, ok bool) {
 		b.WriteString(credentialDigest(authz, cookie))
 	}
 	return b.String(), true
+}
+
+// writeURL writes the URL the client addressed, without userinfo or
+// fragment. It reports false when the URL has no host or holds a raw newline:
+// newlines separate the key's parts, and a URL that smuggled one could forge
+// another client's key, so such requests are simply not cached.
+func writeURL(b *strings.Builder, req *http.Request) bool {
+	scheme := strings.ToLower(req.URL.Scheme)
+	if scheme == "" {
+		// A request in origin form carries only a path; the connection says
+		// which scheme the client used.
+		scheme = "http"
+		if req.TLS != nil {
+			scheme = "https"
+		}
+	}
+	host := req.URL.Host
+	if host == "" {
+		host = req.Host
+	}
+	if host == "" {
+		return false
+	}
+	b.WriteString(scheme)
+	b.WriteString("://")
+	b.WriteString(normalHost(scheme, host))
+	path := req.URL.EscapedPath()
+	if path == "" {
+		path = "/"
+	}
+	b.WriteString(path)
+	if q := req.URL.RawQuery; q != "" {
+		b.WriteByte('?')
+		b.WriteString(q)
+	}
+	return !strings.ContainsAny(b.String(), "\r\n")
 }
 
 // normalHost lower-cases host and drops the port when it is the scheme's

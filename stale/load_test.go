@@ -157,8 +157,10 @@ func FuzzLoadMeta(f *testing.F) {
 	f.Add([]byte(`{"v":1,"key":null,"header":{"a":[null]},"stored_at":"bad"}`))
 	f.Add([]byte(`[]`))
 	f.Add([]byte{})
+	// One directory per fuzz worker process: iterations run one at a time and
+	// each rewrites both files, which keeps an iteration cheap.
+	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		dir := t.TempDir()
 		metaPath := filepath.Join(dir, h[:2], h+metaSuffix)
 		writeFile(t, filepath.Join(dir, h[:2], body), "hello")
 		writeFile(t, metaPath, string(data))

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// keyFastFail is the breaker key forced open for the fast-fail figure: go has
+// a single upstream, so every request gets the synthesized 503.
+const keyFastFail = "go"
+
+func (e *env) primaryKey() string { return "maven:http://" + loop(e.upHTTP) + "/primary" }
+
+// URLs the scenarios request; all on the upstream process.
+func (e *env) smallURL() string   { return "http://" + loop(e.upHTTP) + "/secondary/g/a/1/a-1.jar" }
+func (e *env) primaryURL() string { return "http://" + loop(e.upHTTP) + "/primary/g/a/1/a-1.jar" }
+func (e *env) fastFailURL() string {
+	return "http://" + loop(e.upHTTP) + "/goproxy/example.com/m/@v/list"
+}
+func (e *env) holeURL() string { return "http://" + loop(e.upHole) + "/left-pad" }
+func (e *env) bigURL() string  { return "http://" + loop(e.upHTTP) + "/secondary/big" }
+func (e *env) tlsURL(host, path string) string {
+	return fmt.Sprintf("https://%s:%d%s", host, e.upHTTPS, path)
+}
+
+// aliasHost is the i-th distinct host name that belongs to the HTTPS upstream.
+func aliasHost(i int) string { return fmt.Sprintf("h%04d.%s", i, benchDomain) }
+
+// noraConf is the nora-breaker configuration for one run:
+//   - maven: primary and secondary on the upstream (fallback, closed path);
+//   - go: a single upstream, forced open for the fast-fail figure;
+//   - npm: the black-holed listener with proxy_timeout = 1 (outage cost);
+//   - cargo: the HTTPS upstream, intercepted, with `aliases` extra host
+//     names mapped to loopback through [sidecar.resolve].
+func (e *env) noraConf(n *nora, aliases int) string {
+	var b strings.Builder
+	up := loop(e.upHTTP)
+	fmt.Fprintf(&b, `[circuit_breaker]
+enabled = true
+failure_threshold = 5
+reset_timeout = 30
+
+[registries]
+enable = ["maven", "npm", "cargo", "go"]
+
+[maven]
+proxies = ["http://%[1]s/primary", "http://%[1]s/secondary"]
+proxy_timeout = 30
+
+[go]
+proxy = "http://%[1]s/goproxy"
+
+[npm]
+proxy = "http://%[2]s"
+proxy_timeout = 1
+
+[cargo]
+proxy = "https://%[3]s:%[4]d"
+
+[sidecar]
+listen = %[5]q
+admin_listen = %[6]q
+ca_cert = %[7]q
+ca_key = %[8]q
+upstream_ca = %[9]q
+max_connections = 8000
+log_level = %[10]q
+log_format = "json"
+`, up, loop(e.upHole), benchDomain, e.upHTTPS, n.listen, n.admin, e.caCert, e.caKey, e.upCertPath,
+		e.opts.logLevel)
+	hosts := make([]string, aliases)
+	for i := range hosts {
+		hosts[i] = fmt.Sprintf("%q", aliasHost(i))
+	}
+	fmt.Fprintf(&b, "\n[sidecar.aliases]\ncargo = [%s]\n", strings.Join(hosts, ", "))
+	fmt.Fprintf(&b, "\n[sidecar.resolve]\n%q = %q\n", fmt.Sprintf("%s:%d", benchDomain, e.upHTTPS), loop(e.upHTTPS))
+	for i := range aliases {
+		fmt.Fprintf(&b, "%q = %q\n", fmt.Sprintf("%s:%d", aliasHost(i), e.upHTTPS), loop(e.upHTTPS))
+	}
+	return b.String()
+}
+
+// tinyproxyConf: loopback only, own pid and log files, no upstream proxy.
+func tinyproxyConf(dir string, port int) string {
+	return fmt.Sprintf(`User nobody
+Group nogroup
+Port %d
+Listen 127.0.0.1
+Timeout 600
+MaxClients 4096
+PidFile %q
+LogFile %q
+LogLevel Critical
+`, port, filepath.Join(dir, "tinyproxy.pid"), filepath.Join(dir, "tinyproxy.log"))
+}
+
+// squidConf: loopback only, no cache, no pinger, own pid and log files.
+func squidConf(dir string, port int) string {
+	return fmt.Sprintf(`http_port 127.0.0.1:%d
+pid_filename %s
+cache_log %s
+access_log none
+cache_store_log none
+cache deny all
+cache_mem 8 MB
+http_access allow all
+pinger_enable off
+icp_port 0
+htcp_port 0
+coredump_dir %s
+shutdown_lifetime 0 seconds
+max_filedescriptors 16384
+netdb_filename none
+logfile_rotate 0
+`, port, filepath.Join(dir, "squid.pid"), filepath.Join(dir, "squid-cache.log"), dir)
+}

@@ -1,0 +1,255 @@
+package main
+
+import (
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// env is everything the scenarios share: the work folder, the built proxy,
+// the upstream process and the peer proxies.
+type env struct {
+	dir     string
+	noraBin string
+	self    string
+	opts    options
+
+	up                        *proc
+	upHTTP, upHTTPS, upHole   int
+	upCertPath, caCert, caKey string
+	upRoots, caRoots          *x509.CertPool
+
+	peers []peer
+	procs []*proc
+}
+
+// peer is a running peer proxy (tinyproxy, squid).
+type peer struct {
+	name string
+	url  string
+	proc *proc
+}
+
+// setup builds nora-breaker, makes its CA, and starts the upstream and the
+// peer proxies.
+func setup(o options) (*env, error) {
+	dir, err := os.MkdirTemp("", "nora-bench-")
+	if err != nil {
+		return nil, err
+	}
+	// Peer proxies drop root privileges and still write pid and log files here.
+	if err := os.Chmod(dir, 0o777); err != nil {
+		return nil, err
+	}
+	e := &env{dir: dir, opts: o, noraBin: filepath.Join(dir, "nora-breaker")}
+	if e.self, err = os.Executable(); err != nil {
+		return nil, err
+	}
+	build := exec.Command("go", "build", "-o", e.noraBin, ".")
+	build.Dir, build.Stdout, build.Stderr = o.repo, os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return nil, fmt.Errorf("build nora-breaker in %s: %w", o.repo, err)
+	}
+	caDir := filepath.Join(dir, "ca")
+	if out, err := exec.Command(e.noraBin, "ca", "init", "--out", caDir).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("nora-breaker ca init: %w: %s", err, out)
+	}
+	e.caCert, e.caKey = filepath.Join(caDir, "ca.pem"), filepath.Join(caDir, "ca-key.pem")
+	if e.caRoots, err = poolFrom(e.caCert); err != nil {
+		return nil, err
+	}
+	if err := e.startUpstream(); err != nil {
+		e.close()
+		return nil, err
+	}
+	if err := e.startPeers(); err != nil {
+		e.close()
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *env) startUpstream() error {
+	ports, err := freePorts(3)
+	if err != nil {
+		return err
+	}
+	e.upHTTP, e.upHTTPS, e.upHole = ports[0], ports[1], ports[2]
+	e.upCertPath = filepath.Join(e.dir, "upstream.pem")
+	e.up, err = startProc("upstream", filepath.Join(e.dir, "upstream.log"), e.self, "upstream",
+		"--http", loop(e.upHTTP), "--https", loop(e.upHTTPS), "--blackhole", loop(e.upHole),
+		"--cert-out", e.upCertPath)
+	if err != nil {
+		return err
+	}
+	e.procs = append(e.procs, e.up)
+	for _, p := range ports {
+		if err := waitListening(e.up, loop(p), 10*time.Second); err != nil {
+			return err
+		}
+	}
+	e.upRoots, err = poolFrom(e.upCertPath)
+	return err
+}
+
+// startPeers starts tinyproxy and squid when installed; a missing one is
+// skipped in --quick runs and is an error otherwise.
+func (e *env) startPeers() error {
+	for _, name := range []string{"tinyproxy", "squid"} {
+		if e.opts.noPeers {
+			continue
+		}
+		bin, err := exec.LookPath(name)
+		if err != nil {
+			for _, d := range []string{"/usr/sbin/", "/usr/bin/"} {
+				if _, serr := os.Stat(d + name); serr == nil {
+					bin, err = d+name, nil
+				}
+			}
+		}
+		if err != nil {
+			if e.opts.quick {
+				fmt.Fprintf(os.Stderr, "bench: %s not installed, skipped (bash bench/setup.sh installs it)\n", name)
+				continue
+			}
+			return fmt.Errorf("%s not installed: run bash bench/setup.sh, or pass --no-peers", name)
+		}
+		ports, err := freePorts(1)
+		if err != nil {
+			return err
+		}
+		p, err := e.startPeer(name, bin, ports[0])
+		if err != nil {
+			return err
+		}
+		e.peers = append(e.peers, peer{name: name, url: "http://" + loop(ports[0]), proc: p})
+	}
+	return nil
+}
+
+func (e *env) startPeer(name, bin string, port int) (*proc, error) {
+	conf := filepath.Join(e.dir, name+".conf")
+	var text string
+	var args []string
+	switch name {
+	case "tinyproxy":
+		text, args = tinyproxyConf(e.dir, port), []string{"-d", "-c", conf}
+	case "squid":
+		text, args = squidConf(e.dir, port), []string{"-N", "-f", conf}
+	}
+	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+		return nil, err
+	}
+	p, err := startProc(name, filepath.Join(e.dir, name+".out"), bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	e.procs = append(e.procs, p)
+	if err := waitListening(p, loop(port), 30*time.Second); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// close stops every process the harness started, newest first, by PID.
+func (e *env) close() {
+	for i := len(e.procs) - 1; i >= 0; i-- {
+		e.procs[i].stop()
+	}
+	e.procs = nil
+	if !e.opts.keep {
+		os.RemoveAll(e.dir)
+	}
+}
+
+// nora is one running nora-breaker.
+type nora struct {
+	proc          *proc
+	listen, admin string
+}
+
+func (n *nora) url() string { return "http://" + n.listen }
+
+// startNora writes a fresh configuration (new ports; aliases extra host
+// names for the HTTPS upstream) and starts nora-breaker with it.
+func (e *env) startNora(tag string, aliases int) (*nora, error) {
+	ports, err := freePorts(2)
+	if err != nil {
+		return nil, err
+	}
+	n := &nora{listen: loop(ports[0]), admin: loop(ports[1])}
+	conf := filepath.Join(e.dir, "nora-"+tag+".toml")
+	if err := os.WriteFile(conf, []byte(e.noraConf(n, aliases)), 0o644); err != nil {
+		return nil, err
+	}
+	n.proc, err = startProc("nora-breaker", filepath.Join(e.dir, "nora-"+tag+".log"), e.noraBin,
+		"serve", "--config", conf)
+	if err != nil {
+		return nil, err
+	}
+	e.procs = append(e.procs, n.proc)
+	if err := waitListening(n.proc, n.listen, 15*time.Second); err != nil {
+		return nil, err
+	}
+	return n, waitListening(n.proc, n.admin, 5*time.Second)
+}
+
+// stopNora stops one proxy early (scenarios that need a fresh one).
+func (e *env) stopNora(n *nora) {
+	n.proc.stop()
+	for i, p := range e.procs {
+		if p == n.proc {
+			e.procs = append(e.procs[:i], e.procs[i+1:]...)
+			break
+		}
+	}
+}
+
+// force sets a breaker by hand through the admin API.
+func (n *nora) force(key, state string) error {
+	resp, err := http.Post("http://"+n.admin+"/breakers/force?key="+url.QueryEscape(key)+"&state="+state, "", nil)
+	if err != nil {
+		return fmt.Errorf("force %s %s: %w", key, state, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("force %s %s: status %d", key, state, resp.StatusCode)
+	}
+	return nil
+}
+
+// holes asks the upstream how many requests its black-holed listener saw.
+func (e *env) holes() (int64, error) {
+	resp, err := http.Get("http://" + loop(e.upHTTP) + "/_bench/holes")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+}
+
+func loop(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
+
+func poolFrom(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s: no certificate", path)
+	}
+	return pool, nil
+}

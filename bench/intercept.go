@@ -1,0 +1,73 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// interception: the cost of a first connection through the intercepting
+// proxy — CONNECT, TLS with a leaf for the host, one GET — for distinct host
+// names (a leaf is generated for each) and for a host already seen (leaf
+// cached), against a first TLS connection straight to the upstream. One
+// request at a time; a fresh nora-breaker per round so every name is new.
+func interception(e *env, rep *report) error {
+	hosts := e.opts.hosts
+	p50 := series{}
+	for r := range e.opts.rounds {
+		n, err := e.startNora(fmt.Sprintf("intercept-%d", r), hosts)
+		if err != nil {
+			return err
+		}
+		var direct, fresh, repeat histogram
+		for i := range hosts {
+			u := e.tlsURL(aliasHost(i), "/crates/a/1.0.0/download")
+			if err := firstConn(&direct, clientOpts{conns: 1, roots: e.upRoots}, u); err != nil {
+				e.stopNora(n)
+				return fmt.Errorf("direct %s: %w", u, err)
+			}
+			if err := firstConn(&fresh, clientOpts{conns: 1, roots: e.caRoots, proxy: n.url()}, u); err != nil {
+				e.stopNora(n)
+				return fmt.Errorf("intercepted %s: %w", u, err)
+			}
+		}
+		u := e.tlsURL(aliasHost(0), "/crates/a/1.0.0/download")
+		for range hosts {
+			if err := firstConn(&repeat, clientOpts{conns: 1, roots: e.caRoots, proxy: n.url()}, u); err != nil {
+				e.stopNora(n)
+				return fmt.Errorf("intercepted repeat %s: %w", u, err)
+			}
+		}
+		e.stopNora(n)
+		p50.add("direct", direct.quantile(0.5).Seconds())
+		p50.add("new", fresh.quantile(0.5).Seconds())
+		p50.add("repeat", repeat.quantile(0.5).Seconds())
+	}
+	sec := fmt.Sprintf("interception (first connection, %d hosts)", hosts)
+	nr := row{section: sec, target: "nora-breaker new host", figure: "p50", unit: unitDur, value: p50.med("new"),
+		base: p50.med("direct"), goal: "≤ 2 ms"}
+	nr.met = verdict(nr.value <= 0.002)
+	rr := row{section: sec, target: "nora-breaker repeat host", figure: "p50", unit: unitDur,
+		value: p50.med("repeat"), base: p50.med("direct"), goal: "≤ 0.2 ms"}
+	rr.met = verdict(rr.value <= 0.0002)
+	rep.add(row{section: sec, target: "direct HTTPS new connection", figure: "p50", unit: unitDur,
+		value: p50.med("direct")}, nr, rr,
+		row{section: sec, target: "nora-breaker", figure: "leaf generation (new − repeat)", unit: unitDur,
+			value: p50.med("new") - p50.med("repeat")})
+	return nil
+}
+
+// firstConn times one GET on a brand-new client (so a new connection and a
+// full TLS handshake) and records it.
+func firstConn(h *histogram, o clientOpts, u string) error {
+	o.timeout = 30 * time.Second
+	c := newClient(o)
+	defer c.CloseIdleConnections()
+	t0 := time.Now()
+	status, err := fetch(c, u)
+	h.record(time.Since(t0))
+	if err == nil && status != http.StatusOK {
+		err = fmt.Errorf("status %d", status)
+	}
+	return err
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// clientOpts describes how one target is reached: directly or through a
+// proxy, and which roots verify HTTPS.
+type clientOpts struct {
+	conns   int
+	proxy   string // "" = direct
+	roots   *x509.CertPool
+	timeout time.Duration // per request; 0 = none
+}
+
+// newClient is the one client every target is driven with: HTTP/1.1,
+// keep-alive, at most conns connections, .test names dialled on loopback.
+func newClient(o clientOpts) *http.Client {
+	tr := &http.Transport{
+		DialContext:         loopbackDial,
+		MaxIdleConns:        o.conns,
+		MaxIdleConnsPerHost: o.conns,
+		MaxConnsPerHost:     o.conns,
+		IdleConnTimeout:     5 * time.Minute,
+		DisableCompression:  true,
+		TLSClientConfig:     &tls.Config{RootCAs: o.roots, ClientSessionCache: nil},
+		// HTTP/1.1 on purpose: every peer proxy speaks it, and N connections
+		// should mean N connections.
+		ForceAttemptHTTP2: false,
+		TLSNextProto:      map[string]func(string, *tls.Conn) http.RoundTripper{},
+		ReadBufferSize:    64 << 10,
+	}
+	if o.proxy != "" {
+		pu, _ := url.Parse(o.proxy)
+		tr.Proxy = http.ProxyURL(pu)
+	}
+	return &http.Client{Transport: tr, Timeout: o.timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// loopbackDial sends every name under the bench domain to 127.0.0.1 (same
+// port), so HTTPS can be verified by name without DNS; anything else is
+// dialled as given, and the harness only ever gives loopback addresses.
+func loopbackDial(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err == nil && (host == benchDomain || strings.HasSuffix(host, "."+benchDomain)) {
+		addr = net.JoinHostPort("127.0.0.1", port)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, network, addr)
+}
+
+// loadSpec is one measured run against one target.
+type loadSpec struct {
+	client   *http.Client
+	url      string
+	conns    int
+	duration time.Duration // stop after this long …
+	requests int           // … or after this many requests (0 = no bound)
+	want     int           // expected status
+}
+
+// loadResult is what one run measured.
+type loadResult struct {
+	requests, bad int64
+	firstErr      string
+	elapsed       time.Duration
+	hist          histogram
+}
+
+func (r loadResult) rps() float64 { return float64(r.requests) / r.elapsed.Seconds() }
+
+// runLoad drives spec.conns workers, each issuing requests back to back on
+// its keep-alive connection until the time or count bound is reached.
+func runLoad(spec loadSpec) loadResult {
+	var (
+		issued atomic.Int64
+		mu     sync.Mutex
+		res    loadResult
+		wg     sync.WaitGroup
+	)
+	start := time.Now()
+	deadline := start.Add(spec.duration)
+	for range spec.conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var h histogram
+			var bad int64
+			var firstErr string
+			for time.Now().Before(deadline) {
+				if spec.requests > 0 && issued.Add(1) > int64(spec.requests) {
+					break
+				}
+				t0 := time.Now()
+				status, err := fetch(spec.client, spec.url)
+				h.record(time.Since(t0))
+				if err != nil || status != spec.want {
+					bad++
+					if firstErr == "" {
+						firstErr = fmt.Sprintf("status %d, err %v", status, err)
+					}
+				}
+			}
+			mu.Lock()
+			res.hist.merge(&h)
+			res.bad += bad
+			if res.firstErr == "" {
+				res.firstErr = firstErr
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	res.requests = int64(res.hist.n)
+	return res
+}
+
+// fetch issues one GET and drains the body so the connection is reused.
+func fetch(c *http.Client, u string) (int, error) {
+	resp, err := c.Get(u)
+	if err != nil {
+		return 0, err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, err
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+)
+
+// outageCost: N requests over 16 connections to an upstream that accepts
+// and never answers. Direct clients give up after 1 s (the same bound as the
+// proxy's proxy_timeout = 1); through nora-breaker the in-flight requests
+// time out once, the breaker opens, and the rest are answered at once.
+// Every proxy round uses a fresh nora-breaker so its breaker starts closed.
+func outageCost(e *env, rep *report) error {
+	const conns = 16
+	wall, reached := series{}, series{}
+	for r := range e.opts.outageRounds {
+		for _, via := range []string{"direct", "nora-breaker"} {
+			var n *nora
+			o := clientOpts{conns: conns, timeout: time.Second}
+			if via == "nora-breaker" {
+				var err error
+				if n, err = e.startNora(fmt.Sprintf("outage-%d", r), 0); err != nil {
+					return err
+				}
+				o.proxy, o.timeout = n.url(), 30*time.Second
+			}
+			before, err := e.holes()
+			if err != nil {
+				return err
+			}
+			res := runLoad(loadSpec{client: newClient(o), url: e.holeURL(), conns: conns,
+				duration: 10 * time.Minute, requests: e.opts.outageRequests, want: -1})
+			after, err := e.holes()
+			if err != nil {
+				return err
+			}
+			if n != nil {
+				e.stopNora(n)
+			}
+			wall.add(via, res.elapsed.Seconds())
+			reached.add(via, float64(after-before))
+			fmt.Fprintf(os.Stderr, "bench: outage %s round %d: %d requests in %s, %d reached the dead upstream\n",
+				via, r+1, res.requests, res.elapsed.Round(time.Millisecond), after-before)
+		}
+	}
+	sec := fmt.Sprintf("outage cost (%d req, 16 conns, black hole)", e.opts.outageRequests)
+	w := row{section: sec, target: "nora-breaker", figure: "client wall time", unit: unitDur,
+		value: wall.med("nora-breaker"), base: wall.med("direct"), goal: "≥ 20× less than direct"}
+	w.met = verdict(w.value*20 <= w.base)
+	h := row{section: sec, target: "nora-breaker", figure: "requests reaching upstream", unit: unitCount,
+		value: reached.med("nora-breaker"), base: reached.med("direct"), goal: "≤ 16 (+1 probe / reset_timeout)"}
+	h.met = verdict(h.value <= conns+1)
+	rep.add(
+		row{section: sec, target: "direct", figure: "client wall time", unit: unitDur, value: wall.med("direct")},
+		row{section: sec, target: "direct", figure: "requests reaching upstream", unit: unitCount,
+			value: reached.med("direct")},
+		w, h)
+	return nil
+}

@@ -1,0 +1,108 @@
+package breakerstate
+
+import (
+	"math"
+	"time"
+)
+
+// Snapshot is one breaker's state as shown by /breakers and /health.
+type Snapshot struct {
+	Key, Format        string
+	State              State
+	FailureCount       int
+	Threshold          int
+	ResetTimeout       time.Duration
+	ThresholdSource    string
+	ResetTimeoutSource string
+	LastFailure        time.Time // zero if none
+	// RetryAfter is what a rejected request would be told; 0 while closed.
+	RetryAfter time.Duration
+	Rejections uint64
+	Forced     string // "", "open" or "closed"
+}
+
+// Snapshot returns every breaker's state, in config order. Each entry is
+// consistent in itself; entries are read one lock at a time.
+func (s *Set) Snapshot() []Snapshot {
+	t := s.table.Load()
+	now := s.now()
+	out := make([]Snapshot, 0, len(t.order))
+	for _, b := range t.order {
+		out = append(out, b.snapshot(now))
+	}
+	return out
+}
+
+// RetryAfter returns key's state and, when it rejects, the Retry-After for a
+// synthesized 503: while open, the time until a probe is allowed, rounded up
+// to whole seconds and at least 1s; while half-open 1s; while forced open
+// reset_timeout rounded up (at least 1s); while closed 0. The bool is false
+// for an unknown key.
+func (s *Set) RetryAfter(key string) (State, time.Duration, bool) {
+	b := s.table.Load().byKey[key]
+	if b == nil {
+		return Closed, 0, false
+	}
+	now := s.now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.retired {
+		return Closed, 0, false
+	}
+	st, d := b.retryAfterLocked(now)
+	return st, d, true
+}
+
+// retryAfterLocked returns the reported state and the Retry-After of a
+// rejected request. Called with mu held.
+func (b *breaker) retryAfterLocked(now time.Time) (State, time.Duration) {
+	if !b.enabled {
+		return Closed, 0
+	}
+	switch {
+	case b.forced == ModeOpen:
+		// No probe will come by itself; reset_timeout is a sensible pace
+		// for clients to come back and see whether it was released.
+		return Open, ceilSeconds(b.cfg.ResetTimeout)
+	case b.state == Open:
+		return Open, ceilSeconds(b.cfg.ResetTimeout - now.Sub(b.lastFailure))
+	case b.state == HalfOpen:
+		return HalfOpen, time.Second
+	}
+	return Closed, 0
+}
+
+// ceilSeconds rounds d up to whole seconds, at least one: Retry-After is an
+// integer number of seconds and 0 would invite an immediate retry storm.
+func ceilSeconds(d time.Duration) time.Duration {
+	if d <= time.Second {
+		return time.Second
+	}
+	q := d / time.Second
+	if d%time.Second != 0 && q < math.MaxInt64/time.Second {
+		q++
+	}
+	return q * time.Second
+}
+
+// snapshot copies the breaker's state for the admin API.
+func (b *breaker) snapshot(now time.Time) Snapshot {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st, ra := b.retryAfterLocked(now)
+	s := Snapshot{
+		Key:                b.cfg.Key,
+		Format:             b.cfg.Format,
+		State:              st,
+		FailureCount:       b.count,
+		Threshold:          b.cfg.FailureThreshold,
+		ResetTimeout:       b.cfg.ResetTimeout,
+		ThresholdSource:    b.cfg.ThresholdSource,
+		ResetTimeoutSource: b.cfg.ResetTimeoutSource,
+		LastFailure:        b.lastFailure,
+		RetryAfter:         ra,
+		Rejections:         b.rejections,
+		Forced:             forcedName(b.forced),
+	}
+	return s
+}

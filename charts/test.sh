@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Chart and image checks, run by CI from a fresh clone: installs helm when it
+# is missing, lints and renders the chart with every values file in
+# charts/nora-breaker/ci/, then runs the Go tests in charts/test (strict
+# decoding into the Kubernetes API types, check-config on the rendered
+# config.toml, sidecar order and CA wiring, schema rejections).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+helm="$root/.tools/helm"
+chart=charts/nora-breaker
+
+if [ ! -x "$helm" ]; then
+  echo "== install helm v3.22.0 (a few minutes the first time)"
+  for attempt in 1 2; do
+    if GOBIN="$root/.tools" timeout 900 go install helm.sh/helm/v3/cmd/helm@v3.22.0; then break; fi
+    echo "helm install failed (attempt $attempt)"; [ "$attempt" = 2 ] && exit 1
+  done
+fi
+"$helm" version --short
+
+for values in "$chart"/ci/*.yaml; do
+  echo "== helm lint / template: $values"
+  "$helm" lint --strict "$chart" -f "$values"
+  "$helm" template ci "$chart" --namespace build -f "$values" > /dev/null
+done
+
+echo "== chart tests (charts/test)"
+cd charts/test
+for attempt in 1 2; do
+  if timeout 300 go mod download; then break; fi
+  echo "go mod download failed (attempt $attempt)"; [ "$attempt" = 2 ] && exit 1
+done
+go vet ./...
+HELM="$helm" go test -count=1 -timeout 15m ./...

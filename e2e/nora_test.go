@@ -1,0 +1,215 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// nora is one nora-breaker process started from the built binary.
+type nora struct {
+	proc      *proc
+	proxyURL  string // http://127.0.0.1:P, what clients get as HTTP(S)_PROXY
+	proxyPort int
+	admin     string
+	caPEM     string // interception CA certificate (from `ca init`)
+	bundle    string // system roots + interception CA, for Go clients' SSL_CERT_FILE
+	c         *http.Client
+}
+
+// noraOpts is what differs between scenarios' configurations.
+type noraOpts struct {
+	formats    string            // TOML for [circuit_breaker], [registries] and the format tables
+	resolve    map[string]string // [sidecar.resolve]
+	upstreamCA string            // origin CA for HTTPS upstreams, or ""
+	stale      bool              // give it a stale_dir
+}
+
+// startNora makes an interception CA with `nora-breaker ca init`, writes the
+// config, starts the proxy and waits until /ready answers 200.
+func startNora(t *testing.T, s suite, dir string, o noraOpts) *nora {
+	t.Helper()
+	caDir := filepath.Join(dir, "nora-ca")
+	if out, err := exec.Command(s.binary, "ca", "init", "--out", caDir).CombinedOutput(); err != nil {
+		t.Fatalf("ca init: %v\n%s", err, out)
+	}
+	n := &nora{proxyPort: freePort(t), caPEM: filepath.Join(caDir, "ca.pem"),
+		c: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}}
+	n.proxyURL = fmt.Sprintf("http://127.0.0.1:%d", n.proxyPort)
+	n.admin = fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	n.bundle = filepath.Join(dir, "roots-plus-nora-ca.pem")
+	system, _ := os.ReadFile("/etc/ssl/certs/ca-certificates.crt")
+	ca, err := os.ReadFile(n.caPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, n.bundle, string(system)+"\n"+string(ca))
+
+	var b strings.Builder
+	b.WriteString(o.formats)
+	fmt.Fprintf(&b, "\n[sidecar]\nlisten = %q\nadmin_listen = %q\n", n.proxyURL[len("http://"):], n.admin[len("http://"):])
+	fmt.Fprintf(&b, "ca_cert = %q\nca_key = %q\n", n.caPEM, filepath.Join(caDir, "ca-key.pem"))
+	if o.upstreamCA != "" {
+		fmt.Fprintf(&b, "upstream_ca = %q\n", o.upstreamCA)
+	}
+	if o.stale {
+		fmt.Fprintf(&b, "stale_dir = %q\n", filepath.Join(dir, "stale"))
+	}
+	b.WriteString("dial_timeout = \"2s\"\ntls_handshake_timeout = \"3s\"\nlog_level = \"info\"\n\n[sidecar.resolve]\n")
+	keys := make([]string, 0, len(o.resolve))
+	for k := range o.resolve {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%q = %q\n", k, o.resolve[k])
+	}
+	cfg := filepath.Join(dir, "nora-breaker.toml")
+	writeFile(t, cfg, b.String())
+	if out, err := exec.Command(s.binary, "check-config", "--config", cfg).CombinedOutput(); err != nil {
+		t.Fatalf("check-config: %v\n%s\n%s", err, out, b.String())
+	}
+	n.proc = startProc(t, dir, "nora-breaker", cleanEnv(), s.binary, "serve", "--config", cfg)
+	waitHTTP(t, n.admin+"/ready", 200, 20*time.Second)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("nora-breaker log tail:\n%s", tail(n.proc.logText(), 6000))
+		}
+	})
+	return n
+}
+
+// metrics scrapes /metrics into "name{labels}" → value.
+func (n *nora) metrics(t *testing.T) map[string]float64 {
+	t.Helper()
+	resp, err := n.c.Get(n.admin + "/metrics")
+	if err != nil {
+		t.Fatalf("scrape: %v", err)
+	}
+	defer resp.Body.Close()
+	m := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			m[line[:i]] = v
+		}
+	}
+	return m
+}
+
+// metric sums the series of name whose labels include every given
+// label="value" pair.
+func (n *nora) metric(t *testing.T, name string, labels ...string) float64 {
+	t.Helper()
+	var sum float64
+	for series, v := range n.metrics(t) {
+		if series != name && !strings.HasPrefix(series, name+"{") {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			if !strings.Contains(series, l) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// breaker is one entry of GET /breakers.
+type breaker struct {
+	Key            string   `json:"key"`
+	State          string   `json:"state"`
+	FailureCount   int      `json:"failure_count"`
+	LastFailureAgo *float64 `json:"last_failure_seconds_ago"`
+	RetryAfter     int      `json:"retry_after_seconds"`
+	Rejections     uint64   `json:"rejections"`
+}
+
+// breaker returns the admin view of one breaker key.
+func (n *nora) breaker(t *testing.T, key string) breaker {
+	t.Helper()
+	resp, err := n.c.Get(n.admin + "/breakers")
+	if err != nil {
+		t.Fatalf("/breakers: %v", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var list []breaker
+	if err := json.Unmarshal(body, &list); err != nil {
+		var wrapped struct{ Breakers []breaker }
+		if err2 := json.Unmarshal(body, &wrapped); err2 != nil {
+			t.Fatalf("/breakers: %v: %s", err, body)
+		}
+		list = wrapped.Breakers
+	}
+	for _, b := range list {
+		if b.Key == key {
+			return b
+		}
+	}
+	t.Fatalf("/breakers has no key %q: %s", key, body)
+	return breaker{}
+}
+
+// waitProbeDue waits (polling the admin API) until the open breaker's
+// reset_timeout has passed since its last failure, so the next request is
+// the probe.
+func (n *nora) waitProbeDue(t *testing.T, key string, reset time.Duration) {
+	t.Helper()
+	waitFor(t, key+" probe due", reset+10*time.Second, func() bool {
+		b := n.breaker(t, key)
+		return b.State != "open" || (b.LastFailureAgo != nil && *b.LastFailureAgo >= reset.Seconds()+0.05)
+	})
+}
+
+// state is the nora_circuit_breaker_state gauge of a key.
+func (n *nora) state(t *testing.T, key string) float64 {
+	return n.metric(t, "nora_circuit_breaker_state", fmt.Sprintf("registry=%q", key))
+}
+
+// transitions counts breaker transitions of key from → to.
+func (n *nora) transitions(t *testing.T, key, from, to string) float64 {
+	return n.metric(t, "nora_circuit_breaker_transitions_total",
+		fmt.Sprintf("registry=%q", key), fmt.Sprintf("from=%q", from), fmt.Sprintf("to=%q", to))
+}
+
+// logCount counts the proxy's log lines containing every fragment.
+func (n *nora) logCount(frags ...string) int {
+	c := 0
+	for _, line := range strings.Split(n.proc.logText(), "\n") {
+		ok := true
+		for _, f := range frags {
+			if !strings.Contains(line, f) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			c++
+		}
+	}
+	return c
+}

@@ -1,0 +1,98 @@
+package fallback
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"syscall"
+	"testing"
+
+	"github.com/nora-breaker/nora-breaker/breakerstate"
+)
+
+// TestOutcomeAndStatusClass walks every row of SPEC §5.1: what one attempt
+// means for the breaker, and the status label it is measured under.
+func TestOutcomeDecideAndStatusClass(t *testing.T) {
+	live := context.Background()
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	dnsErr := &net.DNSError{Err: "no such host", Name: "repo.invalid", IsNotFound: true}
+	dialErr := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	tlsErr := &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}
+	netTimeout := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	wrap := func(err error) error { return fmt.Errorf("upstream maven: %w", err) }
+
+	tests := []struct {
+		name      string
+		status    int // 0 = transport error
+		err       error
+		client    context.Context
+		want      breakerstate.Outcome
+		wantClass string
+	}{
+		{"dns error", 0, wrap(dnsErr), live, breakerstate.Failure, "error"},
+		{"dial refused", 0, wrap(dialErr), live, breakerstate.Failure, "error"},
+		{"tls unknown authority", 0, wrap(tlsErr), live, breakerstate.Failure, "error"},
+		{"tls record header", 0, wrap(tls.RecordHeaderError{Msg: "not tls"}), live, breakerstate.Failure, "error"},
+		{"header timeout", 0, wrap(ErrHeaderTimeout), live, breakerstate.Failure, "timeout"},
+		{"header timeout while client gone", 0, wrap(ErrHeaderTimeout), gone, breakerstate.Failure, "timeout"},
+		{"net timeout", 0, wrap(netTimeout), live, breakerstate.Failure, "timeout"},
+		{"deadline exceeded", 0, wrap(context.DeadlineExceeded), live, breakerstate.Failure, "timeout"},
+		{"client cancelled", 0, wrap(context.Canceled), gone, breakerstate.Neutral, "error"},
+		{"client cancelled during dial", 0, wrap(dialErr), gone, breakerstate.Neutral, "error"},
+		{"500", 500, nil, live, breakerstate.Failure, "5xx"},
+		{"502", 502, nil, live, breakerstate.Failure, "5xx"},
+		{"503", 503, nil, live, breakerstate.Failure, "5xx"},
+		{"504", 504, nil, live, breakerstate.Failure, "5xx"},
+		{"400", 400, nil, live, breakerstate.Alive, "4xx"},
+		{"401", 401, nil, live, breakerstate.Alive, "4xx"},
+		{"403", 403, nil, live, breakerstate.Alive, "4xx"},
+		{"404", 404, nil, live, breakerstate.Alive, "4xx"},
+		{"410", 410, nil, live, breakerstate.Alive, "4xx"},
+		{"429", 429, nil, live, breakerstate.Alive, "4xx"},
+		{"200", 200, nil, live, breakerstate.Success, "2xx"},
+		{"204", 204, nil, live, breakerstate.Success, "2xx"},
+		{"206", 206, nil, live, breakerstate.Success, "2xx"},
+		{"301", 301, nil, live, breakerstate.Success, "3xx"},
+		{"302", 302, nil, live, breakerstate.Success, "3xx"},
+		{"304", 304, nil, live, breakerstate.Success, "3xx"},
+		{"307", 307, nil, live, breakerstate.Success, "3xx"},
+		// An answer that arrived is judged on its own, even if the client
+		// has gone since: the upstream did answer.
+		{"500 after client gone", 500, nil, gone, breakerstate.Failure, "5xx"},
+		{"nil client context", 0, wrap(dialErr), nil, breakerstate.Failure, "error"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var resp *http.Response
+			if tc.status != 0 {
+				resp = &http.Response{StatusCode: tc.status}
+			}
+			if got := Decide(resp, tc.err, tc.client); got != tc.want {
+				t.Errorf("Decide = %v, want %v", got, tc.want)
+			}
+			if got := StatusClass(resp, tc.err); got != tc.wantClass {
+				t.Errorf("StatusClass = %q, want %q", got, tc.wantClass)
+			}
+		})
+	}
+}
+
+// TestOutcomeTimeoutIsNotMistakenForCancel pins the reason ErrHeaderTimeout is
+// checked with errors.Is: the Sender wraps it with the upstream key.
+func TestOutcomeTimeoutIsNotMistakenForCancel(t *testing.T) {
+	err := fmt.Errorf("upstream x: %w", ErrHeaderTimeout)
+	if !errors.Is(err, ErrHeaderTimeout) {
+		t.Fatal("wrapping lost the sentinel")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if got := Decide(nil, err, ctx); got != breakerstate.Failure {
+		t.Fatalf("Decide = %v, want failure", got)
+	}
+}

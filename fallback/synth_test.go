@@ -1,0 +1,126 @@
+package fallback
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSynthRetryAfterSeconds(t *testing.T) {
+	tests := []struct {
+		d    time.Duration
+		want int
+	}{
+		{0, 1}, {-time.Second, 1}, {time.Millisecond, 1}, {time.Second, 1},
+		{time.Second + time.Nanosecond, 2}, {19500 * time.Millisecond, 20}, {30 * time.Second, 30},
+	}
+	for _, tc := range tests {
+		if got := RetryAfterSeconds(tc.d); got != tc.want {
+			t.Errorf("RetryAfterSeconds(%v) = %d, want %d", tc.d, got, tc.want)
+		}
+	}
+}
+
+func readBody(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.ContentLength != int64(len(b)) && resp.Request.Method != http.MethodHead {
+		t.Errorf("ContentLength %d, body %d bytes", resp.ContentLength, len(b))
+	}
+	return string(b)
+}
+
+func TestSynthUnavailableDialects(t *testing.T) {
+	tests := []struct {
+		format    string
+		wantCType string
+		check     func(t *testing.T, body string)
+	}{
+		{"docker", "application/json", func(t *testing.T, body string) {
+			var v struct {
+				Errors []struct{ Code, Message string } `json:"errors"`
+			}
+			if err := json.Unmarshal([]byte(body), &v); err != nil || len(v.Errors) != 1 ||
+				v.Errors[0].Code != "UNAVAILABLE" || !strings.Contains(v.Errors[0].Message, "docker:https://hub") {
+				t.Errorf("OCI body %q (%v)", body, err)
+			}
+		}},
+		{"npm", "application/json", func(t *testing.T, body string) {
+			var v map[string]string
+			if err := json.Unmarshal([]byte(body), &v); err != nil || !strings.Contains(v["error"], "npm:https://hub") {
+				t.Errorf("npm body %q (%v)", body, err)
+			}
+		}},
+		{"pypi", "text/plain; charset=utf-8", func(t *testing.T, body string) {
+			if strings.Count(body, "\n") != 1 || !strings.Contains(body, "pypi:https://hub") {
+				t.Errorf("text body %q", body)
+			}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.format, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodGet, "http://hub/x", nil)
+			key := tc.format + ":https://hub"
+			resp := Unavailable(req, tc.format, key, "open", 19500*time.Millisecond)
+			if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "20" ||
+				resp.Header.Get("X-Nora-Breaker-Key") != key || resp.Header.Get("X-Nora-Breaker-State") != "open" {
+				t.Fatalf("status %d headers %v", resp.StatusCode, resp.Header)
+			}
+			if ct := resp.Header.Get("Content-Type"); ct != tc.wantCType {
+				t.Errorf("Content-Type %q", ct)
+			}
+			tc.check(t, readBody(t, resp))
+		})
+	}
+}
+
+func TestSynthHeadHasNoBody(t *testing.T) {
+	req := httptest.NewRequest(http.MethodHead, "http://hub/x", nil)
+	resp := Unavailable(req, "maven", "maven:https://hub", "half_open", 0)
+	if resp.Body != http.NoBody || resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("body %v retry %q", resp.Body, resp.Header.Get("Retry-After"))
+	}
+	if n, _ := strconv.Atoi(resp.Header.Get("Content-Length")); n == 0 || int64(n) != resp.ContentLength {
+		t.Fatalf("HEAD Content-Length %q / %d should describe the GET body", resp.Header.Get("Content-Length"), resp.ContentLength)
+	}
+}
+
+func TestSynthNotFoundCodes(t *testing.T) {
+	for path, code := range map[string]string{
+		"/v2/library/alpine/manifests/3":     "MANIFEST_UNKNOWN",
+		"/v2/library/alpine/blobs/sha256:ab": "BLOB_UNKNOWN",
+	} {
+		resp := NotFound(httptest.NewRequest(http.MethodGet, "http://hub"+path, nil), "docker", "docker:https://hub")
+		body := readBody(t, resp)
+		if resp.StatusCode != 404 || !strings.Contains(body, `"code":"`+code+`"`) {
+			t.Errorf("%s: %d %s", path, resp.StatusCode, body)
+		}
+	}
+	resp := NotFound(httptest.NewRequest(http.MethodGet, "http://hub/g/a.jar", nil), "maven", "maven:https://hub")
+	if body := readBody(t, resp); resp.StatusCode != 404 || !strings.Contains(body, "maven:https://hub") {
+		t.Errorf("maven: %d %s", resp.StatusCode, body)
+	}
+}
+
+func TestSynthGatewayError(t *testing.T) {
+	req := httptest.NewRequest(http.MethodGet, "http://hub/x", nil)
+	resp := GatewayError(req, "go", "go", http.StatusGatewayTimeout, ErrHeaderTimeout)
+	if body := readBody(t, resp); resp.StatusCode != 504 || !strings.Contains(body, "upstream go") {
+		t.Errorf("504: %d %q", resp.StatusCode, body)
+	}
+	resp = GatewayError(req, "go", "go", http.StatusBadGateway, errors.New("upstream go: dial tcp: refused"))
+	if body := readBody(t, resp); resp.StatusCode != 502 || !strings.Contains(body, "refused") ||
+		resp.Header.Get("X-Nora-Breaker-Key") != "go" {
+		t.Errorf("502: %d %q", resp.StatusCode, body)
+	}
+}

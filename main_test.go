@@ -1,0 +1,258 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// clearNoraEnv keeps the developer's own NORA_* variables out of the tests.
+func clearNoraEnv(t *testing.T) {
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "NORA_") {
+			t.Setenv(k, "")
+			os.Unsetenv(k)
+		}
+	}
+}
+
+func writeFile(t *testing.T, name, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestCheckConfigExample(t *testing.T) {
+	clearNoraEnv(t)
+	code, out, errOut := runCLI(t, "check-config", "--config", "config.example.toml")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"docker:https://registry-1.docker.io", "pypi:https://pypi.org/simple",
+		`override "docker:https://registry-1.docker.io"`, `format "pypi"`, "global", "basic (ci-reader)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check-config output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "change-me") {
+		t.Error("check-config printed a password")
+	}
+}
+
+func TestConfigErrorsExitTwo(t *testing.T) {
+	clearNoraEnv(t)
+	cases := []struct {
+		name, toml string
+		env        map[string]string
+		want       string
+	}{
+		{"invalid toml", "[circuit_breaker\nenabled = true\n", nil, ":1"},
+		{"zero threshold", "[circuit_breaker]\nenabled = true\nfailure_threshold = 0\n", nil, "circuit_breaker.failure_threshold"},
+		{"negative reset", "[circuit_breaker]\nreset_timeout = -1\n", nil, "circuit_breaker.reset_timeout"},
+		{"env threshold", "", map[string]string{"NORA_CB_THRESHOLD": "five"}, `NORA_CB_THRESHOLD="five": not an integer`},
+		{"bad url", "[maven]\nproxies = [\"ht!tp://x y\"]\n", nil, "maven.proxies"},
+		{"bad maven env", "", map[string]string{"NORA_MAVEN_PROXIES": "|user:pass"}, "NORA_MAVEN_PROXIES"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			path := writeFile(t, "config.toml", tc.toml)
+			code, _, errOut := runCLI(t, "check-config", "--config", path)
+			if code != 2 {
+				t.Fatalf("exit %d, want 2 (stderr %q)", code, errOut)
+			}
+			if !strings.Contains(errOut, tc.want) {
+				t.Fatalf("stderr %q lacks %q", errOut, tc.want)
+			}
+			if strings.Contains(errOut, "user:pass") {
+				t.Fatalf("error leaked credentials: %q", errOut)
+			}
+		})
+	}
+}
+
+func TestMissingNamedFileExitsTwo(t *testing.T) {
+	clearNoraEnv(t)
+	code, _, errOut := runCLI(t, "check-config", "--config", filepath.Join(t.TempDir(), "nope.toml"))
+	if code != 2 || !strings.Contains(errOut, "nope.toml") {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{{"frobnicate"}, {"ca"}, {"ca", "init"}, {"check-config", "extra"}} {
+		if code, _, _ := runCLI(t, args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+	if code, out, _ := runCLI(t, "version"); code != 0 || !strings.HasPrefix(out, "nora-breaker ") {
+		t.Errorf("version: %d %q", code, out)
+	}
+}
+
+func TestCAInit(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ca")
+	code, out, errOut := runCLI(t, "ca", "init", "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"NORA_TLS_CA_CERT", "PIP_CERT", "NODE_EXTRA_CA_CERTS", "keytool", "SSL_CERT_FILE", "--cacert", "containerd"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("instructions lack %q", want)
+		}
+	}
+	for name, mode := range map[string]os.FileMode{"ca.pem": 0o644, "ca-key.pem": 0o600} {
+		st, err := os.Stat(filepath.Join(dir, name))
+		if err != nil || st.Mode().Perm() != mode {
+			t.Errorf("%s: %v %v, want %v", name, err, st.Mode().Perm(), mode)
+		}
+	}
+	if code, _, _ := runCLI(t, "ca", "init", "--out", dir); code == 0 {
+		t.Error("ca init overwrote an existing CA")
+	}
+}
+
+func TestStatusAgainstDeadAdminFails(t *testing.T) {
+	addr := freeAddr(t)
+	if code, _, errOut := runCLI(t, "status", "--admin", "http://"+addr); code != 1 {
+		t.Fatalf("exit %d (%s), want 1", code, errOut)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestProcessReloadAndShutdown runs the real binary: it serves, reloads on
+// SIGHUP and on a file change, refuses an invalid file while keeping the old
+// configuration, and exits 0 on SIGTERM.
+func TestProcessReloadAndShutdown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	clearNoraEnv(t)
+	bin := filepath.Join(t.TempDir(), "nora-breaker")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	admin := freeAddr(t)
+	conf := func(threshold int) string {
+		return fmt.Sprintf("[circuit_breaker]\nenabled = true\nfailure_threshold = %d\n[registries]\nenable = \"maven\"\n"+
+			"[maven]\nproxies = [\"http://maven-a.test/m2\"]\n[sidecar]\nlisten = %q\nadmin_listen = %q\n",
+			threshold, freeAddr(t), admin)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(path, []byte(conf(3)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	cmd := exec.Command(bin, "serve", "--config", path)
+	cmd.Stderr = &logs // read only after Wait returns
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+	})
+	threshold := func() int {
+		resp, err := http.Get("http://" + admin + "/breakers")
+		if err != nil {
+			return -1
+		}
+		defer resp.Body.Close()
+		var rows []struct{ Threshold int }
+		if json.NewDecoder(resp.Body).Decode(&rows) != nil || len(rows) == 0 {
+			return -1
+		}
+		return rows[0].Threshold
+	}
+	waitFor(t, "serving with threshold 3", func() bool { return threshold() == 3 })
+
+	// The listen address must stay the same: only the threshold changes.
+	text := strings.Replace(mustRead(t, path), "failure_threshold = 3", "failure_threshold = 7", 1)
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "file-change reload to threshold 7", func() bool { return threshold() == 7 })
+
+	if err := os.WriteFile(path, []byte("[circuit_breaker]\nfailure_threshold = 0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Process.Signal(syscall.SIGHUP)
+	waitFor(t, "refused reload counted", func() bool {
+		resp, err := http.Get("http://" + admin + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(b), `nora_sidecar_config_reloads_total{result="error"} 1`) ||
+			strings.Contains(string(b), `nora_sidecar_config_reloads_total{result="error"} 2`)
+	})
+	if got := threshold(); got != 7 {
+		t.Fatalf("after an invalid reload the threshold is %d, want the old 7", got)
+	}
+
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, logs.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no exit within 30s of SIGTERM")
+	}
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// waitFor polls cond until it holds or 15 s pass: it waits for an event the
+// process reports, it does not sleep in place of one.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

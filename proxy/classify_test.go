@@ -1,0 +1,188 @@
+package proxy
+
+import (
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/nora-breaker/nora-breaker/config"
+)
+
+// classifyTOML exercises every rule of SPEC §3: nested paths on one host,
+// default and explicit ports, built-in and configured aliases, an alias host
+// claimed by two upstreams, and a bound docker upstream.
+const classifyTOML = `
+[registries]
+enable = ["docker","maven","pypi","npm","cargo"]
+[[docker.upstreams]]
+url = "https://registry-1.docker.io"
+[[docker.upstreams]]
+url = "https://mirror.gcr.io"
+[[docker.upstreams]]
+url = "https://ghcr.io"
+prefix = "ghcr"
+[maven]
+proxies = ["https://Repo.Example.com/maven2/", "https://repo.example.com:443/maven2/sub", "http://other.example:8080/m2"]
+[pypi]
+proxies = ["https://pypi.org/simple/", "https://download.pytorch.org/whl/cu124"]
+[npm]
+proxy = "https://registry.npmjs.org"
+[cargo]
+proxy = "https://crates.io"
+[sidecar.aliases]
+"pypi:https://download.pytorch.org/whl/cu124" = ["mirror.example.org"]
+maven = ["Mirror.Example.org"]
+`
+
+func classifyTable(t testing.TB) (*Table, *config.Config) {
+	t.Helper()
+	cfg := loadTestConfig(t, classifyTOML, nil)
+	return NewTable(cfg.Upstreams), cfg
+}
+
+func TestClassify(t *testing.T) {
+	tab, _ := classifyTable(t)
+	const (
+		m2    = "maven:https://repo.example.com/maven2"
+		m2sub = "maven:https://repo.example.com/maven2/sub"
+		m2oth = "maven:http://other.example:8080/m2"
+		pypi  = "pypi:https://pypi.org/simple"
+		torch = "pypi:https://download.pytorch.org/whl/cu124"
+		hub   = "docker:https://registry-1.docker.io"
+	)
+	tests := []struct {
+		name, url string
+		key       string // "" = unclassified
+		alias     bool
+		rel       string
+	}{
+		{"longest prefix wins", "https://repo.example.com/maven2/sub/g/a/1/a.jar", m2sub, false, "/g/a/1/a.jar"},
+		{"shorter prefix for siblings", "https://repo.example.com/maven2/subx/a.jar", m2, false, "/subx/a.jar"},
+		{"exact URL", "https://repo.example.com/maven2", m2, false, ""},
+		{"exact URL with slash", "https://repo.example.com/maven2/sub/", m2sub, false, "/"},
+		{"no match inside a segment", "https://repo.example.com/maven2x/a.jar", m2, true, ""},
+		{"host case-insensitive", "https://REPO.example.COM/maven2/a.jar", m2, false, "/a.jar"},
+		{"default https port normalised", "https://repo.example.com:443/maven2/a.jar", m2, false, "/a.jar"},
+		{"default http port normalised", "http://registry-1.docker.io:80/v2/", hub, true, ""},
+		{"scheme must match", "http://repo.example.com/maven2/a.jar", m2, true, ""},
+		{"explicit port must match", "http://other.example:8080/m2/x.pom", m2oth, false, "/x.pom"},
+		{"other port is only a host match", "http://other.example/m2/x.pom", m2oth, true, ""},
+		{"root upstream", "https://registry-1.docker.io/v2/library/alpine/manifests/3", hub, false,
+			"/v2/library/alpine/manifests/3"},
+		{"built-in alias", "https://files.pythonhosted.org/packages/a/b/c.whl", pypi, true, ""},
+		{"built-in docker alias", "https://auth.docker.io/token?scope=x", hub, true, ""},
+		{"configured alias, first in config order wins", "https://mirror.example.org/x", m2, true, ""},
+		{"path-prefixed pypi", "https://download.pytorch.org/whl/cu124/torch/", torch, false, "/torch/"},
+		{"escaped path kept", "https://pypi.org/simple/a%2Fb/", pypi, false, "/a%2Fb/"},
+		{"unclassified", "https://example.net/x", "", false, ""},
+		{"unclassified IP", "http://127.0.0.1:9/x", "", false, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			u, err := url.Parse(tc.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := tab.Classify(u)
+			if tc.key == "" {
+				if m.Classified() {
+					t.Fatalf("want unclassified, got %s", m.Upstream.Key)
+				}
+				return
+			}
+			if !m.Classified() || m.Upstream.Key != tc.key || m.Alias != tc.alias {
+				t.Fatalf("got %+v (key %v), want key %s alias %v", m, keyOf(m.Upstream), tc.key, tc.alias)
+			}
+			if !tc.alias && m.Rel != tc.rel {
+				t.Fatalf("Rel = %q, want %q", m.Rel, tc.rel)
+			}
+		})
+	}
+}
+
+func keyOf(u *config.Upstream) string {
+	if u == nil {
+		return "<nil>"
+	}
+	return u.Key
+}
+
+func TestHostUpstream(t *testing.T) {
+	tab, _ := classifyTable(t)
+	tests := []struct{ host, key string }{
+		{"repo.example.com", "maven:https://repo.example.com/maven2"},
+		{"REPO.EXAMPLE.COM", "maven:https://repo.example.com/maven2"},
+		{"files.pythonhosted.org", "pypi:https://pypi.org/simple"},
+		{"index.crates.io", "cargo"},
+		{"mirror.example.org", "maven:https://repo.example.com/maven2"},
+		{"pkg-containers.githubusercontent.com", "docker:https://ghcr.io"},
+		{"example.net", ""},
+	}
+	for _, tc := range tests {
+		if got := keyOf(tab.HostUpstream(tc.host)); (tc.key == "" && got != "<nil>") || (tc.key != "" && got != tc.key) {
+			t.Errorf("HostUpstream(%q) = %s, want %q", tc.host, got, tc.key)
+		}
+	}
+}
+
+func TestCandidates(t *testing.T) {
+	tab, _ := classifyTable(t)
+	tests := []struct {
+		url  string
+		want []string
+	}{
+		{"https://registry-1.docker.io/v2/x/manifests/1", []string{"docker:https://mirror.gcr.io"}},
+		{"https://mirror.gcr.io/v2/x/manifests/1", nil},                              // ghcr is bound: never a candidate
+		{"https://ghcr.io/v2/x/manifests/1", nil},                                    // bound: no candidates
+		{"https://auth.docker.io/token", nil},                                        // alias request
+		{"https://repo.example.com/maven2/a.jar", []string{"maven:https://repo.example.com/maven2/sub", "maven:http://other.example:8080/m2"}},
+		{"https://repo.example.com/maven2/sub/a.jar", []string{"maven:http://other.example:8080/m2"}},
+		{"https://pypi.org/simple/x/", []string{"pypi:https://download.pytorch.org/whl/cu124"}},
+		{"https://registry.npmjs.org/left-pad", nil}, // single upstream
+		{"https://example.net/", nil},
+	}
+	for _, tc := range tests {
+		u, _ := url.Parse(tc.url)
+		var got []string
+		for _, c := range tab.Candidates(tab.Classify(u)) {
+			got = append(got, c.Key)
+		}
+		if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("Candidates(%s) = %v, want %v", tc.url, got, tc.want)
+		}
+	}
+}
+
+// FuzzClassify feeds arbitrary request URLs to the classifier: it must never
+// panic, and a prefix match's Rel appended to the upstream's path must give
+// back the request's path.
+func FuzzClassify(f *testing.F) {
+	for _, s := range []string{
+		"https://repo.example.com/maven2/sub/g/a.jar", "https://repo.example.com:443/maven2",
+		"http://other.example:8080/m2/", "https://pypi.org/simple/a%2Fb/", "https://[::1]:443/x",
+		"https://files.pythonhosted.org/p", "https://REGISTRY-1.docker.io/v2/", "//x", "http://a:b@c/d?e#f",
+		"https://repo.example.com/maven2%2F/x", "https://repo.example.com:0443/maven2/x",
+	} {
+		f.Add(s)
+	}
+	tab, _ := classifyTable(f)
+	f.Fuzz(func(t *testing.T, raw string) {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return
+		}
+		m := tab.Classify(u)
+		_ = tab.Candidates(m)
+		_ = tab.HostUpstream(u.Hostname())
+		if !m.Classified() || m.Alias {
+			return
+		}
+		base := strings.TrimSuffix(m.Upstream.URL.EscapedPath(), "/")
+		if got := base + m.Rel; got != u.EscapedPath() {
+			t.Fatalf("%q: upstream path %q + Rel %q = %q, want %q", raw, base, m.Rel, got, u.EscapedPath())
+		}
+		if !strings.EqualFold(u.Hostname(), m.Upstream.URL.Hostname()) {
+			t.Fatalf("%q matched by prefix on another host %s", raw, m.Upstream.URL.Host)
+		}
+	})
+}

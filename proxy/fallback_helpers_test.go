@@ -1,0 +1,114 @@
+package proxy
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/nora-breaker/nora-breaker/breakerstate"
+	"github.com/nora-breaker/nora-breaker/stale"
+)
+
+// Helpers shared by the fallback_* and stale_* end-to-end tests.
+
+// fbKeys returns the breaker keys of format's upstreams, in config order.
+func fbKeys(t testing.TB, tp *testProxy, format string) []string {
+	t.Helper()
+	var out []string
+	for _, u := range tp.Config().Upstreams {
+		if u.Format == format {
+			out = append(out, u.Key)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("no %s upstreams configured", format)
+	}
+	return out
+}
+
+// fbGet sends method url through c with the given headers and returns the
+// response with its body read.
+func fbDo(t testing.TB, c *http.Client, method, url string, hdr http.Header) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading body: %v", method, url, err)
+	}
+	return resp, string(body)
+}
+
+func fbGet(t testing.TB, c *http.Client, url string) (*http.Response, string) {
+	t.Helper()
+	return fbDo(t, c, http.MethodGet, url, nil)
+}
+
+// fbSnap returns key's breaker snapshot.
+func fbSnap(t testing.TB, tp *testProxy, key string) breakerstate.Snapshot {
+	t.Helper()
+	for _, s := range tp.Breakers().Snapshot() {
+		if s.Key == key {
+			return s
+		}
+	}
+	t.Fatalf("no breaker %q", key)
+	return breakerstate.Snapshot{}
+}
+
+func fbForceOpen(t testing.TB, tp *testProxy, key string) {
+	t.Helper()
+	if err := tp.Breakers().Force(key, breakerstate.ModeOpen); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fbWaitStored waits until the stale cache holds an entry for a GET of url
+// with hdr, as format's key rules see it. Entries are committed in the
+// background after the body ends, so this polls with a deadline.
+func fbWaitStored(t testing.TB, tp *testProxy, format, url string, hdr http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	key, ok := stale.Key(req, format, tp.Config().Sidecar.StaleAuthenticated)
+	if !ok {
+		t.Fatalf("%s is not cacheable", url)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if e, ok := tp.stale.Lookup(key); ok {
+			e.Body.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never reached the stale cache", url)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// fbHeader builds an http.Header from name/value pairs.
+func fbHeader(kv ...string) http.Header {
+	h := http.Header{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		h.Add(kv[i], kv[i+1])
+	}
+	return h
+}

@@ -1,0 +1,205 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+)
+
+// errAmbiguousFraming ends a client connection whose request carried both
+// Content-Length and Transfer-Encoding.
+var errAmbiguousFraming = errors.New("request has both Content-Length and Transfer-Encoding")
+
+const ambiguousFramingResponse = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n" +
+	"Content-Length: 70\r\nConnection: close\r\n\r\n" +
+	"nora-breaker: request has both Content-Length and Transfer-Encoding\r\n\r\n"
+
+// framingConn watches the bytes a client sends on the plain proxy port and
+// refuses a request that carries both Content-Length and Transfer-Encoding
+// (SPEC §10). net/http would silently drop the Content-Length of such a
+// request and carry on; a proxy in front of other servers must not guess
+// which framing the client meant, so the conflict is caught here, before
+// net/http parses the head.
+//
+// To find each request head it follows the framing of the bodies in between
+// (Content-Length or chunked). After a CONNECT or a protocol upgrade the
+// connection is no longer HTTP/1 and scanning stops.
+type framingConn struct {
+	net.Conn
+	state   framingState
+	head    []byte // the current head so far, capped
+	remain  int64  // bytes left in a fixed-length body or chunk
+	line    []byte // the current chunk-size or trailer line
+	failed  bool
+	stopped bool
+}
+
+type framingState uint8
+
+const (
+	inHead framingState = iota
+	inBody
+	inChunkSize
+	inChunkData
+	inChunkCRLF
+	inTrailer
+)
+
+// maxScannedHead bounds how much of a head is kept; a larger head is
+// refused by net/http (431) anyway, so scanning just stops.
+const maxScannedHead = maxHeaderBytes + 4096
+
+func (c *framingConn) Read(p []byte) (int, error) {
+	if c.failed {
+		return 0, errAmbiguousFraming
+	}
+	n, err := c.Conn.Read(p)
+	if n > 0 && !c.stopped && !c.scan(p[:n]) {
+		c.failed = true
+		_, _ = c.Conn.Write([]byte(ambiguousFramingResponse))
+		return 0, errAmbiguousFraming
+	}
+	return n, err
+}
+
+// scan advances the framing state over b; false means a conflicting head.
+func (c *framingConn) scan(b []byte) bool {
+	for len(b) > 0 && !c.stopped {
+		switch c.state {
+		case inHead:
+			i := bytes.Index(b, []byte("\n"))
+			if i < 0 {
+				c.appendHead(b)
+				return true
+			}
+			c.appendHead(b[:i+1])
+			b = b[i+1:]
+			if isHeadEnd(c.head) {
+				if !c.endHead() {
+					return false
+				}
+			}
+		case inBody, inChunkData:
+			k := int64(len(b))
+			if k > c.remain {
+				k = c.remain
+			}
+			c.remain -= k
+			b = b[k:]
+			if c.remain == 0 {
+				if c.state == inBody {
+					c.state = inHead
+				} else {
+					c.state = inChunkCRLF
+				}
+			}
+		case inChunkCRLF, inChunkSize, inTrailer:
+			i := bytes.IndexByte(b, '\n')
+			if i < 0 {
+				c.appendLine(b)
+				return true
+			}
+			c.appendLine(b[:i+1])
+			b = b[i+1:]
+			c.endLine()
+		}
+	}
+	return true
+}
+
+func (c *framingConn) appendHead(b []byte) {
+	if len(c.head)+len(b) > maxScannedHead {
+		c.stopped = true // net/http answers 431 to this head
+		return
+	}
+	c.head = append(c.head, b...)
+}
+
+func (c *framingConn) appendLine(b []byte) {
+	if len(c.line)+len(b) > 4096 {
+		c.stopped = true // a malformed chunk; net/http rejects it
+		return
+	}
+	c.line = append(c.line, b...)
+}
+
+// isHeadEnd reports whether head ends with an empty line. Leading empty
+// lines before a request line are allowed (RFC 9112 §2.2) and skipped.
+func isHeadEnd(head []byte) bool {
+	trimmed := bytes.TrimLeft(head, "\r\n")
+	if len(trimmed) == 0 {
+		return false
+	}
+	return bytes.HasSuffix(trimmed, []byte("\n\n")) || bytes.HasSuffix(trimmed, []byte("\n\r\n"))
+}
+
+// endHead inspects a complete head and sets up the body state.
+func (c *framingConn) endHead() bool {
+	head := string(bytes.TrimLeft(c.head, "\r\n"))
+	c.head = c.head[:0]
+	lines := strings.Split(head, "\n")
+	method, _, _ := strings.Cut(lines[0], " ")
+	var cl, te, upgrade bool
+	var length int64
+	for _, l := range lines[1:] {
+		name, value, ok := strings.Cut(l, ":")
+		if !ok {
+			continue
+		}
+		value = strings.TrimSpace(value)
+		switch strings.ToLower(strings.TrimSpace(name)) {
+		case "content-length":
+			cl = true
+			length, _ = strconv.ParseInt(value, 10, 64)
+		case "transfer-encoding":
+			te = true
+		case "upgrade":
+			upgrade = true
+		}
+	}
+	switch {
+	case cl && te:
+		return false
+	case method == "CONNECT" || upgrade:
+		// What follows is a tunnel or another protocol, not HTTP/1.
+		c.stopped = true
+	case te:
+		c.state = inChunkSize
+	case length > 0:
+		c.state, c.remain = inBody, length
+	}
+	return true
+}
+
+// endLine handles one complete line inside a chunked body.
+func (c *framingConn) endLine() {
+	line := strings.TrimRight(string(c.line), "\r\n")
+	c.line = c.line[:0]
+	switch c.state {
+	case inChunkCRLF:
+		c.state = inChunkSize
+	case inChunkSize:
+		sizeText, _, _ := strings.Cut(line, ";")
+		size, err := strconv.ParseInt(strings.TrimSpace(sizeText), 16, 64)
+		switch {
+		case err != nil || size < 0:
+			c.stopped = true // malformed: net/http refuses the body itself
+		case size == 0:
+			c.state = inTrailer
+		default:
+			c.state, c.remain = inChunkData, size
+		}
+	case inTrailer:
+		if line == "" {
+			c.state = inHead
+		}
+	}
+}
+
+// CloseWrite keeps half-close working for goproxy's tunnels.
+func (c *framingConn) CloseWrite() error { return closeWrite(c.Conn) }
+
+// CloseRead half-closes the read side when the underlying conn supports it.
+func (c *framingConn) CloseRead() error { return closeRead(c.Conn) }
