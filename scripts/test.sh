@@ -1,5 +1,15 @@
 #!/usr/bin/env bash
-# The project's one test command (README: "Run the tests").
+# The project's one test command (README: "Two commands"). CI runs exactly
+# this. It installs what the suites need (helm, registries, clients) on first
+# use, so it works on a fresh machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+echo "== build (the same command the Docker image uses)"
+OUT=/tmp/nora-breaker-build-check bash scripts/build.sh && /tmp/nora-breaker-build-check version
+
+echo "== unit and integration tests (race detector)"
 go test -race -count=1 -timeout 20m ./...
+
+echo "== Helm chart tests"
+bash charts/test.sh

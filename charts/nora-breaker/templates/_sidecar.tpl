@@ -114,7 +114,7 @@ pod's fsGroup, so it must come before the sidecar.
   command:
     - sh
     - -ec
-    - umask 077 && cp /ca-secret/ca-key.pem /ca-key/ca-key.pem && chmod 0400 /ca-key/ca-key.pem
+    - umask 077 && rm -f /ca-key/ca-key.pem && cp /ca-secret/ca-key.pem /ca-key/ca-key.pem && chmod 0400 /ca-key/ca-key.pem
   {{- with $kc.resources }}
   resources:
     {{- toYaml . | nindent 4 }}

@@ -1,7 +1,8 @@
 {{/*
 A small TOML writer for values that mirror NORA's config.toml. Strings are
 written with toJson: a JSON string is also a valid TOML basic string. Null
-values are skipped, so a key can be removed with --set key=null.
+values are skipped, so a key can be removed with --set key=null. Keys come
+out sorted, except that "url" always leads, as people write upstreams.
 */}}
 
 {{/* A key, bare when TOML allows it, else quoted. */}}
@@ -9,54 +10,72 @@ values are skipped, so a key can be removed with --set key=null.
 {{- if regexMatch "^[A-Za-z0-9_-]+$" . -}}{{ . }}{{- else -}}{{ toJson . }}{{- end -}}
 {{- end -}}
 
+{{/* The keys of a map with non-null values, "url" first. */}}
+{{- define "nora-breaker.tomlKeys" -}}
+{{- $keys := list -}}
+{{- if and (hasKey . "url") (not (kindIs "invalid" .url)) }}{{ $keys = append $keys "url" }}{{ end -}}
+{{- range $k, $v := . -}}
+{{- if and (ne $k "url") (not (kindIs "invalid" $v)) }}{{ $keys = append $keys $k }}{{ end -}}
+{{- end -}}
+{{- toJson $keys -}}
+{{- end -}}
+
 {{/* A value written inline: scalar, [array] or { inline table }. */}}
 {{- define "nora-breaker.tomlInline" -}}
-{{- if kindIs "map" . -}}
-{ {{- $first := true -}}
-{{- range $k, $v := . -}}{{- if not (kindIs "invalid" $v) -}}
-{{- if not $first }},{{ end }} {{ include "nora-breaker.tomlKey" $k }} = {{ include "nora-breaker.tomlInline" $v -}}
-{{- $first = false -}}
-{{- end -}}{{- end }} }
-{{- else if kindIs "slice" . -}}
-[{{- range $i, $v := . -}}{{ if $i }}, {{ end }}{{ include "nora-breaker.tomlInline" $v }}{{- end -}}]
-{{- else if kindIs "float64" . -}}
+{{- $m := . -}}
+{{- if kindIs "map" $m -}}
+{ {{- range $i, $k := include "nora-breaker.tomlKeys" $m | fromJsonArray -}}
+{{- if $i }},{{ end }} {{ include "nora-breaker.tomlKey" $k }} = {{ include "nora-breaker.tomlInline" (index $m $k) -}}
+{{- end }} }
+{{- else if kindIs "slice" $m -}}
+[{{- range $i, $v := $m -}}{{ if $i }}, {{ end }}{{ include "nora-breaker.tomlInline" $v }}{{- end -}}]
+{{- else if kindIs "float64" $m -}}
 {{- /* YAML numbers arrive as float64; whole numbers must stay integers. */ -}}
-{{- if eq (floor .) . }}{{ int64 . }}{{ else }}{{ . }}{{ end -}}
+{{- if eq (floor $m) $m }}{{ int64 $m }}{{ else }}{{ $m }}{{ end -}}
 {{- else -}}
-{{- toJson . -}}
+{{- toJson $m -}}
 {{- end -}}
 {{- end -}}
 
 {{/*
-A table and, recursively, its sub-tables. Input: dict "name" (dotted TOML
-path) "table" (map). Scalars and arrays first; a list of maps under the key
-"upstreams" becomes an array of tables ([[docker.upstreams]]), as NORA's
-documentation writes it; nested maps become [name.key] tables.
+A table and its sub-tables. Input: dict "name" (dotted TOML path), "table"
+(map) and "depth" (0 for a top-level table). Plain keys come first; a list
+of maps under "upstreams" becomes an array of tables ([[docker.upstreams]]),
+as NORA's documentation writes it; a map becomes a [name.key] table one
+level down ([rpm.proxies], [auth.oidc]) and an inline table below that
+(a repository's { url, auth }). A header with nothing of its own under it
+is left out: its sub-tables define it.
 */}}
 {{- define "nora-breaker.tomlTable" -}}
 {{- $name := .name -}}
 {{- $t := .table -}}
+{{- $depth := .depth | default 0 -}}
+{{- $plain := list -}}
+{{- $subs := list -}}
+{{- range $k := include "nora-breaker.tomlKeys" $t | fromJsonArray -}}
+{{- $v := index $t $k -}}
+{{- if and (eq $k "upstreams") (kindIs "slice" $v) -}}
+{{- else if and (kindIs "map" $v) (lt (int $depth) 1) -}}{{ $subs = append $subs $k }}
+{{- else -}}{{ $plain = append $plain $k }}
+{{- end -}}
+{{- end -}}
+{{- $upstreams := list -}}
+{{- if kindIs "slice" $t.upstreams }}{{ $upstreams = $t.upstreams }}{{ end -}}
+{{- if or $plain (not (or $subs $upstreams)) }}
 [{{ $name }}]
-{{- range $k, $v := $t }}
-{{- if and (not (kindIs "invalid" $v)) (not (kindIs "map" $v)) (not (and (eq $k "upstreams") (kindIs "slice" $v))) }}
-{{ include "nora-breaker.tomlKey" $k }} = {{ include "nora-breaker.tomlInline" $v }}
+{{- range $k := $plain }}
+{{ include "nora-breaker.tomlKey" $k }} = {{ include "nora-breaker.tomlInline" (index $t $k) }}
 {{- end }}
 {{- end }}
-{{- if kindIs "slice" $t.upstreams }}
-{{- range $u := $t.upstreams }}
+{{- range $u := $upstreams }}
 
 [[{{ $name }}.upstreams]]
-{{- range $k, $v := $u }}
-{{- if not (kindIs "invalid" $v) }}
-{{ include "nora-breaker.tomlKey" $k }} = {{ include "nora-breaker.tomlInline" $v }}
+{{- range $k := include "nora-breaker.tomlKeys" $u | fromJsonArray }}
+{{ include "nora-breaker.tomlKey" $k }} = {{ include "nora-breaker.tomlInline" (index $u $k) }}
 {{- end }}
 {{- end }}
-{{- end }}
-{{- end }}
-{{- range $k, $v := $t }}
-{{- if kindIs "map" $v }}
+{{- range $k := $subs }}
 
-{{ include "nora-breaker.tomlTable" (dict "name" (printf "%s.%s" $name (include "nora-breaker.tomlKey" $k)) "table" $v) }}
-{{- end }}
+{{ include "nora-breaker.tomlTable" (dict "name" (printf "%s.%s" $name (include "nora-breaker.tomlKey" $k)) "table" (index $t $k) "depth" (add1 (int $depth))) | trim }}
 {{- end }}
 {{- end -}}
