@@ -75,7 +75,7 @@ func (s *Sender) Send(out *http.Request, u *config.Upstream, t breakerstate.Tick
 		return resp, nil
 	}
 	outcome := Decide(resp, nil, clientCtx)
-	if true {
+	if outcome != breakerstate.Success || !hasBody(out, resp) {
 		t.Done(outcome)
 		t = breakerstate.Ticket{}
 	}

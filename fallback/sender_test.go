@@ -96,16 +96,27 @@ func testUpstream(t testing.TB, format, raw string) *config.Upstream {
 // be made to stall at a chosen point without sleeping.
 type gate chan struct{}
 
-func newGate(t testing.TB) gate {
-	g := make(gate)
-	t.Cleanup(func() { close(g) })
-	return g
+func newGate() gate {
+	return make(gate)
 }
+
+// release opens g when the test ends. Register it after the server's own
+// cleanup, so it runs first and srv.Close does not wait on a handler that
+// is still parked on the gate.
+func (g gate) releaseAtEnd(t testing.TB) { t.Cleanup(func() { close(g) }) }
 
 func newServer(t testing.TB, h http.HandlerFunc) *httptest.Server {
 	t.Helper()
 	s := httptest.NewServer(h)
 	t.Cleanup(s.Close)
+	return s
+}
+
+// newGatedServer is newServer whose handlers may park on g.
+func newGatedServer(t testing.TB, g gate, h http.HandlerFunc) *httptest.Server {
+	t.Helper()
+	s := newServer(t, h)
+	g.releaseAtEnd(t)
 	return s
 }
 
@@ -167,8 +178,8 @@ func TestSenderShortBodyIsFailure(t *testing.T) {
 }
 
 func TestSenderStalledBodyIsFailure(t *testing.T) {
-	g := newGate(t)
-	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+	g := newGate()
+	srv := newGatedServer(t, g, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", "1000")
 		io.WriteString(w, "first bytes")
 		w.(http.Flusher).Flush()
@@ -199,8 +210,8 @@ func TestSenderStalledBodyIsFailure(t *testing.T) {
 }
 
 func TestSenderClientCancelMidBodyIsNeutral(t *testing.T) {
-	g := newGate(t)
-	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+	g := newGate()
+	srv := newGatedServer(t, g, func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "chunk one")
 		w.(http.Flusher).Flush()
 		select {
@@ -235,12 +246,15 @@ func TestSenderClientCancelMidBodyIsNeutral(t *testing.T) {
 }
 
 func TestSenderSuccessReportedOnlyAtEOF(t *testing.T) {
-	g := newGate(t)
-	srv := newServer(t, func(w http.ResponseWriter, _ *http.Request) {
+	g := newGate()
+	srv := newGatedServer(t, g, func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "part one;")
 		w.(http.Flusher).Flush()
-		<-g
-		io.WriteString(w, "part two")
+		select {
+		case <-g:
+			io.WriteString(w, "part two")
+		case <-r.Context().Done():
+		}
 	})
 	u := testUpstream(t, "maven", srv.URL)
 	r := newRig(t, nil, u.Key)
@@ -290,8 +304,8 @@ func TestSenderHeaderTimeOutcomes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			g := newGate(t)
-			srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+			g := newGate()
+			srv := newGatedServer(t, g, func(w http.ResponseWriter, r *http.Request) {
 				if tc.status == 0 {
 					select {
 					case <-g:

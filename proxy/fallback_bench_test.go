@@ -25,7 +25,6 @@ proxies = ["%s/maven2", "%s/repo"]
 	c := proxyClient(b, tp, nil)
 	url := a.URL + "/maven2/g/a/1/a-1.jar"
 	b.ReportAllocs()
-	b.ResetTimer()
 	for b.Loop() {
 		resp, err := c.Get(url)
 		if err != nil {

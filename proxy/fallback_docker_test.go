@@ -44,6 +44,9 @@ func newTokenRegistry(t *testing.T) *tokenRegistry {
 			return
 		}
 		scope := "repository:" + name + ":pull"
+		if strings.Contains(r.Header.Get("Authorization"), "of-the-client") {
+			t.Errorf("the client's hub credential reached the second registry")
+		}
 		if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer tok-") {
 			w.Header().Set("WWW-Authenticate",
 				fmt.Sprintf(`Bearer realm="%s/token",service="registry.b",scope="%s"`, reg.URL, scope))

@@ -28,7 +28,7 @@ func fbKeys(t testing.TB, tp *testProxy, format string) []string {
 	return out
 }
 
-// fbGet sends method url through c with the given headers and returns the
+// fbDo sends method url through c with the given headers and returns the
 // response with its body read.
 func fbDo(t testing.TB, c *http.Client, method, url string, hdr http.Header) (*http.Response, string) {
 	t.Helper()
@@ -51,6 +51,7 @@ func fbDo(t testing.TB, c *http.Client, method, url string, hdr http.Header) (*h
 	return resp, string(body)
 }
 
+// fbGet is fbDo for a plain GET.
 func fbGet(t testing.TB, c *http.Client, url string) (*http.Response, string) {
 	t.Helper()
 	return fbDo(t, c, http.MethodGet, url, nil)

@@ -49,6 +49,9 @@ func (p *Proxy) onRequest(req *http.Request, ctx *goproxy.ProxyCtx) (_ *http.Req
 
 // serve decides one request and returns the client's answer.
 func (p *Proxy) serve(req *http.Request, cs *connectState, rec *record) *http.Response {
+	if hook := p.testHook.Load(); hook != nil {
+		(*hook)(req)
+	}
 	if looped(req.Header) {
 		rec.result = "denied"
 		return fallback.TextResponse(req, http.StatusLoopDetected, "text/plain; charset=utf-8",
@@ -91,8 +94,7 @@ func (p *Proxy) forwardClassified(req *http.Request, m Match, st *runtimeState, 
 	}
 	if err != nil {
 		res := p.chain.Rejected(fr)
-		rec.apply(res)
-		return res.Resp
+		return p.fromChain(req, u, rec, res)
 	}
 	rec.attempts = 1
 	resp, err := p.sender.Send(req, u, t)
@@ -106,19 +108,28 @@ func (p *Proxy) forwardClassified(req *http.Request, m Match, st *runtimeState, 
 		return forbidden(req, "destination address is not allowed")
 	case err != nil && idempotent:
 		res := p.chain.Failed(fr, nil, err)
-		rec.apply(res)
-		return res.Resp
+		return p.fromChain(req, u, rec, res)
 	case err != nil:
 		rec.result = fallback.KindError
 		return fallback.GatewayError(req, u.Format, u.Key, gatewayStatus(err), err)
 	case resp.StatusCode >= 500 && idempotent:
 		res := p.chain.Failed(fr, resp, nil)
-		rec.apply(res)
-		return res.Resp
+		return p.fromChain(req, u, rec, res)
 	}
 	rec.result, rec.servedBy = fallback.KindForwarded, u.Key
 	p.teeStale(req, resp, u)
 	return resp
+}
+
+// fromChain records what the chain decided and keeps a copy of an answer a
+// mirror served: the client addressed this URL, and the next outage of the
+// whole chain should still find the artifact.
+func (p *Proxy) fromChain(req *http.Request, u *config.Upstream, rec *record, res fallback.Result) *http.Response {
+	rec.apply(res)
+	if res.Kind == fallback.KindFallback {
+		p.teeStale(req, res.Resp, u)
+	}
+	return res.Resp
 }
 
 // teeStale stores a copy of a cacheable answer while it streams (SPEC §6).
