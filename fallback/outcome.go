@@ -19,6 +19,11 @@ var ErrBodyStalled = errors.New("response body stalled past the read timeout")
 // ErrShortBody is reported when a body ends before its Content-Length.
 var ErrShortBody = errors.New("response body ended before its Content-Length")
 
+// ErrForbiddenDestination is returned by the proxy's dialer for addresses it
+// refuses to reach (cloud metadata, SPEC §10). Refusing is policy, not the
+// upstream's fault, so such an attempt is neutral for the breaker.
+var ErrForbiddenDestination = errors.New("destination address is not allowed")
+
 // errClientGone marks an attempt abandoned because the client went away.
 var errClientGone = errors.New("client went away")
 
@@ -32,6 +37,9 @@ var errClientGone = errors.New("client went away")
 //   - success: 1xx, 2xx and 3xx.
 func Decide(resp *http.Response, err error, clientCtx context.Context) breakerstate.Outcome {
 	if err != nil {
+		if errors.Is(err, ErrForbiddenDestination) {
+			return breakerstate.Neutral
+		}
 		if clientCtx != nil && clientCtx.Err() != nil && !errors.Is(err, ErrHeaderTimeout) {
 			return breakerstate.Neutral
 		}

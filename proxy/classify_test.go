@@ -132,9 +132,9 @@ func TestCandidates(t *testing.T) {
 		want []string
 	}{
 		{"https://registry-1.docker.io/v2/x/manifests/1", []string{"docker:https://mirror.gcr.io"}},
-		{"https://mirror.gcr.io/v2/x/manifests/1", nil},                              // ghcr is bound: never a candidate
-		{"https://ghcr.io/v2/x/manifests/1", nil},                                    // bound: no candidates
-		{"https://auth.docker.io/token", nil},                                        // alias request
+		{"https://mirror.gcr.io/v2/x/manifests/1", nil}, // ghcr is bound: never a candidate
+		{"https://ghcr.io/v2/x/manifests/1", nil},       // bound: no candidates
+		{"https://auth.docker.io/token", nil},           // alias request
 		{"https://repo.example.com/maven2/a.jar", []string{"maven:https://repo.example.com/maven2/sub", "maven:http://other.example:8080/m2"}},
 		{"https://repo.example.com/maven2/sub/a.jar", []string{"maven:http://other.example:8080/m2"}},
 		{"https://pypi.org/simple/x/", []string{"pypi:https://download.pytorch.org/whl/cu124"}},

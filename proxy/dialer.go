@@ -2,18 +2,20 @@ package proxy
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/nora-breaker/nora-breaker/fallback"
 )
 
 // ErrForbiddenDestination is returned for destinations the proxy refuses to
-// reach: cloud metadata addresses (SPEC §10) not listed in allow_hosts.
-var ErrForbiddenDestination = errors.New("destination address is not allowed")
+// reach: cloud metadata addresses (SPEC §10) not listed in allow_hosts. It
+// lives in fallback so the outcome decision can treat it as neutral.
+var ErrForbiddenDestination = fallback.ErrForbiddenDestination
 
 // metadataV6 is the IPv6 address of the EC2 instance metadata service.
 var metadataV6 = netip.MustParseAddr("fd00:ec2::254")

@@ -1,11 +1,20 @@
 package proxy
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 )
@@ -80,4 +89,93 @@ func ixWant503(t testing.TB, resp *http.Response, key, state, retryAfter string)
 		h.Get("X-Nora-Breaker-Key") != key || h.Get("X-Nora-Breaker-State") != state {
 		t.Fatalf("want 503 Retry-After %s key %s state %s, got %d %v", retryAfter, key, state, resp.StatusCode, h)
 	}
+}
+
+// ixLogWatch is a log sink that lets a test wait for a line: a request's log
+// line is written when its body is done, which can be just after the client
+// has read the answer.
+type ixLogWatch struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	changed chan struct{} // closed and replaced on every write
+}
+
+func (w *ixLogWatch) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if w.changed != nil {
+		close(w.changed)
+	}
+	w.changed = make(chan struct{})
+	return len(p), nil
+}
+
+// waitFor blocks until the log contains substr and returns the whole log.
+func (w *ixLogWatch) waitFor(t testing.TB, substr string) string {
+	t.Helper()
+	return w.waitForN(t, substr, 1)
+}
+
+// waitForN blocks until the log contains substr n times.
+func (w *ixLogWatch) waitForN(t testing.TB, substr string, n int) string {
+	t.Helper()
+	timeout := time.After(5 * time.Second)
+	for {
+		w.mu.Lock()
+		s := w.buf.String()
+		if w.changed == nil {
+			w.changed = make(chan struct{})
+		}
+		ch := w.changed
+		w.mu.Unlock()
+		if strings.Count(s, substr) >= n {
+			return s
+		}
+		select {
+		case <-ch:
+		case <-timeout:
+			t.Fatalf("log never contained %q %d times:\n%s", substr, n, s)
+		}
+	}
+}
+
+// ixStartProxy is startProxy with a log sink tests can wait on.
+func ixStartProxy(t testing.TB, tomlText string) (*testProxy, *ixLogWatch) {
+	t.Helper()
+	logs, watch := &syncBuffer{}, &ixLogWatch{}
+	tp := ixServe(t, tomlText, zerolog.New(io.MultiWriter(logs, watch)).Level(zerolog.DebugLevel))
+	tp.Logs = logs
+	return tp, watch
+}
+
+// ixServe starts a proxy for tomlText with the given logger on loopback and
+// stops it when the test ends. tp.Logs is left nil.
+func ixServe(t testing.TB, tomlText string, log zerolog.Logger) *testProxy {
+	t.Helper()
+	cfg := loadTestConfig(t, tomlText, nil)
+	clock, reg := newFakeClock(), prometheus.NewRegistry()
+	p, err := New(cfg, Deps{Registry: reg, Logger: log, Now: clock.Now, Version: "test"})
+	if err != nil {
+		t.Fatalf("proxy.New: %v", err)
+	}
+	proxyLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	adminLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Serve(ctx, proxyLn, adminLn) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return &testProxy{Proxy: p, URL: &url.URL{Scheme: "http", Host: proxyLn.Addr().String()},
+		AdminURL: "http://" + adminLn.Addr().String(), Clock: clock, Registry: reg}
 }

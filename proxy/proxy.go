@@ -58,6 +58,9 @@ type Proxy struct {
 	preDialed sync.Map
 	started   time.Time
 	shutting  atomic.Bool
+	// testHook, when set, is called at the top of serve; tests use it to
+	// inject a panic. Always nil in production.
+	testHook atomic.Pointer[func(*http.Request)]
 }
 
 // runtimeState is what a configuration reload swaps as one unit.

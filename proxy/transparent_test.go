@@ -271,7 +271,7 @@ func TestTransparentShortBodyIsFailure(t *testing.T) {
 		}
 	}
 	if s := ixState(t, tp, ixKey(up.URL)); s.State != breakerstate.Open {
-		t.Fatalf("short body did not count as a failure: %+v", s)
+		t.Fatalf("short body did not count as a failure: %+v\n%s", s, tp.Logs.String())
 	}
 	resp2, _ := ixDo(t, c, "GET", up.URL+"/maven2/a.jar", nil)
 	ixWant503(t, resp2, ixKey(up.URL), "open", "10")
@@ -281,6 +281,8 @@ func TestTransparentShortBodyIsFailure(t *testing.T) {
 // the key for a method that is not failed over.
 func TestTransparentHeaderTimeout(t *testing.T) {
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		// net/http notices a closed connection only once the body is read.
+		io.Copy(io.Discard, r.Body)
 		<-r.Context().Done()
 	})
 	tp := newTestProxy(t, ixMaven(up.URL, true, ""), nil)

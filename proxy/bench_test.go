@@ -1,0 +1,113 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+	"net/url"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/nora-breaker/nora-breaker/breakerstate"
+)
+
+func BenchmarkClassify(b *testing.B) {
+	tab, _ := classifyTable(b)
+	var urls []*url.URL
+	for _, s := range []string{
+		"https://repo.example.com/maven2/sub/org/example/lib/1.0/lib-1.0.jar",
+		"https://registry-1.docker.io/v2/library/alpine/manifests/3.20",
+		"https://files.pythonhosted.org/packages/ab/cd/pkg-1.0-py3-none-any.whl",
+		"https://example.net/unlisted",
+	} {
+		u, _ := url.Parse(s)
+		urls = append(urls, u)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		_ = tab.Classify(urls[i%len(urls)])
+	}
+}
+
+// BenchmarkStripHopByHop includes cloning a typical request's headers, since
+// stripping works in place.
+func BenchmarkStripHopByHop(b *testing.B) {
+	base := http.Header{
+		"User-Agent": {"Apache-Maven/3.9.9"}, "Accept": {"*/*"}, "Accept-Encoding": {"gzip"},
+		"Connection": {"keep-alive"}, "Proxy-Connection": {"keep-alive"}, "Authorization": {"Basic eA=="},
+	}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		h := base.Clone()
+		stripHopByHop(h)
+		addVia(h)
+	}
+}
+
+func BenchmarkRequestLogLine(b *testing.B) {
+	cfg := loadTestConfig(b, classifyTOML, nil)
+	p, err := New(cfg, Deps{Registry: prometheus.NewRegistry(), Logger: zerolog.New(io.Discard)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", "https://repo.example.com/maven2/org/x/1/x-1.jar?sig=abc&q=1", nil)
+	m := p.state.Load().table.Classify(req.URL)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rec := p.newRecord(req)
+		rec.match, rec.result, rec.status, rec.attempts = m, "forwarded", 200, 1
+		p.emit(rec, 4096)
+	}
+}
+
+// ixBenchProxy serves one healthy maven upstream; the client keeps enough
+// idle connections for RunParallel.
+func ixBenchProxy(b *testing.B) (*testProxy, *upstream, *http.Client) {
+	up := newUpstream(b, func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("artifact bytes")) })
+	tp := ixServe(b, ixMaven(up.URL, true, ""), zerolog.New(io.Discard).Level(zerolog.InfoLevel))
+	tr := &http.Transport{Proxy: http.ProxyURL(tp.URL), MaxIdleConnsPerHost: 256, DisableCompression: true}
+	b.Cleanup(tr.CloseIdleConnections)
+	return tp, up, &http.Client{Transport: tr}
+}
+
+func ixBenchGet(b *testing.B, c *http.Client, target string, want int) {
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			resp, err := c.Get(target)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				b.Errorf("status %d, want %d", resp.StatusCode, want)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkProxyClosedPath: a healthy upstream through the real proxy.
+func BenchmarkProxyClosedPath(b *testing.B) {
+	_, up, c := ixBenchProxy(b)
+	ixBenchGet(b, c, up.URL+"/maven2/g/a/1/a-1.jar", http.StatusOK)
+}
+
+// BenchmarkProxyFastFail: the breaker is open and the proxy answers 503
+// itself; the upstream must never be asked.
+func BenchmarkProxyFastFail(b *testing.B) {
+	tp, up, c := ixBenchProxy(b)
+	if err := tp.Breakers().Force(ixKey(up.URL), breakerstate.ModeOpen); err != nil {
+		b.Fatal(err)
+	}
+	ixBenchGet(b, c, up.URL+"/maven2/g/a/1/a-1.jar", http.StatusServiceUnavailable)
+	if up.hits.Load() != 0 {
+		b.Fatalf("open breaker let %d requests through", up.hits.Load())
+	}
+}
