@@ -14,18 +14,29 @@ type target struct {
 	client *http.Client
 	url    string
 	base   string // the direct target it is compared with
+	// pid is the process whose CPU time per request is reported (the proxy,
+	// or the upstream for direct targets); 0 = not measured.
+	pid int
 }
 
 // measure runs warm-up, then rounds × targets (interleaved, so drift hits
 // every target alike), and returns req/s, p50 and p99 per target.
-func measure(ts []target, conns int, dur, warm time.Duration, rounds int, want int) (rps, p50, p99 series) {
-	rps, p50, p99 = series{}, series{}, series{}
+func measure(ts []target, conns int, dur, warm time.Duration, rounds int, want int) (rps, p50, p99, cpu series) {
+	rps, p50, p99, cpu = series{}, series{}, series{}, series{}
 	for _, t := range ts {
 		runLoad(loadSpec{client: t.client, url: t.url, conns: conns, duration: warm, want: want})
 	}
 	for r := range rounds {
 		for _, t := range ts {
+			var c0 time.Duration
+			if t.pid != 0 {
+				c0, _ = cpuTime(t.pid)
+			}
 			res := runLoad(loadSpec{client: t.client, url: t.url, conns: conns, duration: dur, want: want})
+			if t.pid != 0 && res.requests > 0 {
+				c1, _ := cpuTime(t.pid)
+				cpu.add(t.name, (c1-c0).Seconds()/float64(res.requests))
+			}
 			if res.bad > 0 {
 				fmt.Fprintf(os.Stderr, "bench: %s round %d: %d of %d unexpected answers (first: %s)\n",
 					t.name, r+1, res.bad, res.requests, res.firstErr)
@@ -35,7 +46,7 @@ func measure(ts []target, conns int, dur, warm time.Duration, rounds int, want i
 			p99.add(t.name, res.hist.quantile(0.99).Seconds())
 		}
 	}
-	return rps, p50, p99
+	return rps, p50, p99, cpu
 }
 
 // closedPath: 1 KiB GET over 32 keep-alive connections, every target.
@@ -51,40 +62,52 @@ func closedPath(e *env, n *nora, rep *report) {
 		return newClient(o)
 	}
 	httpsURL := e.tlsURL(benchDomain, "/crates/a/1.0.0/download")
+	up, nb := e.up.pid(), n.proc.pid()
 	ts := []target{
-		{"direct", c("", false), e.smallURL(), ""},
-		{"nora-breaker plain", c(n.url(), false), e.smallURL(), "direct"},
-		{"direct HTTPS", c("", true), httpsURL, ""},
-		{"nora-breaker intercepted", c(n.url(), true), httpsURL, "direct HTTPS"},
+		{"direct", c("", false), e.smallURL(), "", up},
+		{"nora-breaker plain", c(n.url(), false), e.smallURL(), "direct", nb},
+		{"direct HTTPS", c("", true), httpsURL, "", up},
+		{"nora-breaker intercepted", c(n.url(), true), httpsURL, "direct HTTPS", nb},
 	}
 	for _, p := range e.peers {
-		ts = append(ts, target{p.name, c(p.url, false), e.smallURL(), "direct"})
+		ts = append(ts, target{p.name, c(p.url, false), e.smallURL(), "direct", p.proc.pid()})
 	}
-	rps, p50, p99 := measure(ts, conns, e.opts.duration, e.opts.warm, e.opts.rounds, http.StatusOK)
+	rps, p50, p99, cpu := measure(ts, conns, e.opts.duration, e.opts.warm, e.opts.rounds, http.StatusOK)
 	for _, t := range ts {
 		logRounds(t.name, "req/s", rps, unitRate)
 		logRounds(t.name, "p99", p99, unitDur)
-		rr := row{section: "closed path (1 KiB, 32 conns)", target: t.name, figure: "req/s", unit: unitRate,
-			value: rps.med(t.name)}
-		pr := row{section: rr.section, target: t.name, figure: "p50", unit: unitDur, value: p50.med(t.name)}
-		qr := row{section: rr.section, target: t.name, figure: "p99", unit: unitDur, value: p99.med(t.name)}
-		if t.base != "" {
-			rr.base, pr.base, qr.base = rps.med(t.base), p50.med(t.base), p99.med(t.base)
-		}
-		if strings.HasPrefix(t.name, "nora-breaker") {
-			qr.goal, qr.met = "≤ 2 ms", verdict(qr.value <= 0.002)
-		}
-		if t.name == "nora-breaker plain" && len(e.peers) > 0 {
-			ok := true
-			var names []string
-			for _, p := range e.peers {
-				ok = ok && rr.value >= rps.med(p.name)
-				names = append(names, p.name)
-			}
-			rr.goal, rr.met = "≥ "+strings.Join(names, ", "), verdict(ok)
-		}
-		rep.add(rr, pr, qr)
+		rep.add(closedRows(t, e.peers, rps, p50, p99, cpu)...)
 	}
+}
+
+// closedRows are one closed-path target's rows, with its goals.
+func closedRows(t target, peers []peer, rps, p50, p99, cpu series) []row {
+	const sec = "closed path (1 KiB, 32 conns)"
+	rr := row{section: sec, target: t.name, figure: "req/s", unit: unitRate, value: rps.med(t.name)}
+	pr := row{section: sec, target: t.name, figure: "p50", unit: unitDur, value: p50.med(t.name)}
+	qr := row{section: sec, target: t.name, figure: "p99", unit: unitDur, value: p99.med(t.name)}
+	// CPU per request: the proxy's own CPU time; for direct targets the
+	// upstream's, which every proxied request costs on top of the proxy's.
+	cr := row{section: sec, target: t.name, figure: "proxy CPU per request", unit: unitDur, value: cpu.med(t.name)}
+	if strings.HasPrefix(t.name, "direct") {
+		cr.figure = "upstream CPU per request"
+	}
+	if t.base != "" {
+		rr.base, pr.base, qr.base, cr.base = rps.med(t.base), p50.med(t.base), p99.med(t.base), cpu.med(t.base)
+	}
+	if strings.HasPrefix(t.name, "nora-breaker") {
+		qr.goal, qr.met = "≤ 2 ms", verdict(qr.value <= 0.002)
+	}
+	if t.name == "nora-breaker plain" && len(peers) > 0 {
+		ok := true
+		var names []string
+		for _, p := range peers {
+			ok = ok && rr.value >= rps.med(p.name)
+			names = append(names, p.name)
+		}
+		rr.goal, rr.met = "≥ "+strings.Join(names, ", "), verdict(ok)
+	}
+	return []row{rr, pr, qr, cr}
 }
 
 // fastFail: the breaker of a single-upstream format forced open, 64
@@ -103,8 +126,8 @@ func fastFail(e *env, n *nora, rep *report) error {
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("X-Nora-Breaker-Key") == "" {
 		return fmt.Errorf("fast-fail check: want a synthesized 503, got %d %v", resp.StatusCode, resp.Header)
 	}
-	ts := []target{{"nora-breaker 503", client, e.fastFailURL(), ""}}
-	rps, _, p99 := measure(ts, 64, e.opts.duration, e.opts.warm, e.opts.rounds, http.StatusServiceUnavailable)
+	ts := []target{{"nora-breaker 503", client, e.fastFailURL(), "", n.proc.pid()}}
+	rps, _, p99, cpu := measure(ts, 64, e.opts.duration, e.opts.warm, e.opts.rounds, http.StatusServiceUnavailable)
 	logRounds("nora-breaker 503", "req/s", rps, unitRate)
 	const sec = "fast-fail (breaker open, 64 conns)"
 	closed := rep.get("closed path (1 KiB, 32 conns)", "nora-breaker plain", "req/s")
@@ -115,12 +138,13 @@ func fastFail(e *env, n *nora, rep *report) error {
 	q := row{section: sec, target: "nora-breaker 503", figure: "p99", unit: unitDur, value: p99.med("nora-breaker 503"),
 		base: rep.get("closed path (1 KiB, 32 conns)", "direct", "p99"), goal: "≤ 1 ms"}
 	q.met = verdict(q.value <= 0.001)
-	rep.add(r, q)
+	rep.add(r, q, row{section: sec, target: "nora-breaker 503", figure: "proxy CPU per request", unit: unitDur,
+		value: cpu.med("nora-breaker 503")})
 	// With a closed loop of 64 connections, latency is mostly queueing
 	// (Little's law: mean latency = connections / throughput); one connection
 	// shows what a single synthesized 503 costs.
-	one := []target{{"nora-breaker 503, 1 conn", newClient(clientOpts{conns: 1, proxy: n.url()}), e.fastFailURL(), ""}}
-	_, p50one, p99one := measure(one, 1, e.opts.duration, e.opts.warm, e.opts.rounds, http.StatusServiceUnavailable)
+	one := []target{{"nora-breaker 503, 1 conn", newClient(clientOpts{conns: 1, proxy: n.url()}), e.fastFailURL(), "", 0}}
+	_, p50one, p99one, _ := measure(one, 1, e.opts.duration, e.opts.warm, e.opts.rounds, http.StatusServiceUnavailable)
 	rep.add(row{section: sec, target: one[0].name, figure: "p50", unit: unitDur, value: p50one.med(one[0].name)},
 		row{section: sec, target: one[0].name, figure: "p99", unit: unitDur, value: p99one.med(one[0].name)})
 	return nil
@@ -144,11 +168,11 @@ func fallbackPath(e *env, n *nora, rep *report) error {
 		return fmt.Errorf("fallback check: want 200 from the secondary, got %d %v", resp.StatusCode, resp.Header)
 	}
 	ts := []target{
-		{"direct to secondary", newClient(clientOpts{conns: 1, timeout: 30 * time.Second}), e.smallURL(), ""},
-		{"nora-breaker to secondary", proxied, e.smallURL(), "direct to secondary"},
-		{"nora-breaker fallback", proxied, e.primaryURL(), "direct to secondary"},
+		{"direct to secondary", newClient(clientOpts{conns: 1, timeout: 30 * time.Second}), e.smallURL(), "", 0},
+		{"nora-breaker to secondary", proxied, e.smallURL(), "direct to secondary", 0},
+		{"nora-breaker fallback", proxied, e.primaryURL(), "direct to secondary", 0},
 	}
-	_, p50, _ := measure(ts, 1, e.opts.duration, e.opts.warm, e.opts.rounds, http.StatusOK)
+	_, p50, _, _ := measure(ts, 1, e.opts.duration, e.opts.warm, e.opts.rounds, http.StatusOK)
 	const sec = "fallback (primary open, 1 conn)"
 	for _, t := range ts {
 		r := row{section: sec, target: t.name, figure: "p50", unit: unitDur, value: p50.med(t.name)}

@@ -157,6 +157,27 @@ func readMem(pid int) (memStatus, error) {
 	return m, sc.Err()
 }
 
+// cpuTime is the user+system CPU a process (all its threads) has used,
+// from /proc/<pid>/stat, in clock ticks of 1/100 s (USER_HZ on Linux).
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may contain spaces; fields after ")" are fixed.
+	_, rest, ok := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if !ok || len(f) < 13 {
+		return 0, errors.New("short /proc stat")
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("/proc stat times: %w", err)
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
+}
+
 // resetPeak asks the kernel to restart VmHWM from the current RSS
 // (clear_refs value 5), so a later VmHWM is the peak of what follows.
 func resetPeak(pid int) error {

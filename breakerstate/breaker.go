@@ -64,6 +64,10 @@ type breaker struct {
 	gen      uint64
 	probeOut bool      // the probe of generation gen is outstanding
 	probeAt  time.Time // when that probe was admitted
+	// permit says this process holds the fleet's probe lease for the current
+	// open period; consulted only while the set is gated (remote.go). Any
+	// move to Open or Closed clears it: a new period needs a new lease.
+	permit bool
 
 	rejections uint64
 	m          bound
@@ -103,8 +107,16 @@ type pending struct {
 // announce calls the transition hook, outside the breaker's lock so a slow
 // logger never holds up the key's traffic.
 func (b *breaker) announce(p pending) {
-	if p.ok && b.set.onTransition != nil {
+	if !p.ok {
+		return
+	}
+	if b.set.onTransition != nil {
 		b.set.onTransition(p.tr)
+	}
+	// Only the state machine's own decisions go to the fleet: remote ones
+	// came from it, and manual ones travel through Share.Forced.
+	if sh := b.set.share.Load(); sh != nil && sh.Transition != nil && !p.tr.Remote && !p.tr.Manual {
+		sh.Transition(p.tr)
 	}
 }
 
@@ -120,11 +132,18 @@ func (b *breaker) setState(st State, now time.Time) pending {
 	b.state = st
 	b.gen++
 	b.probeOut = false
+	if st != HalfOpen {
+		b.permit = false
+	}
 	if b.m.state != nil {
 		b.m.state.Set(float64(st))
 	}
 	b.set.metrics.transition(&b.m, b.cfg.Key, from, st)
-	return pending{ok: true, tr: Transition{Key: b.cfg.Key, From: from, To: st, At: now, FailureCount: b.count}}
+	tr := Transition{Key: b.cfg.Key, From: from, To: st, At: now, FailureCount: b.count}
+	if st == Open && b.forced == ModeAuto {
+		tr.OpenUntil = b.lastFailure.Add(b.cfg.ResetTimeout)
+	}
+	return pending{ok: true, tr: tr}
 }
 
 // allow decides whether one request may go to the upstream. The healthy
@@ -165,7 +184,9 @@ func (b *breaker) allowLocked() (Ticket, error) {
 	var p pending
 	switch b.state {
 	case Open:
-		if now.Sub(b.lastFailure) < b.cfg.ResetTimeout {
+		// Without the fleet's lease another process probes for everyone:
+		// stay Open (Retry-After 1s) until its outcome arrives.
+		if now.Sub(b.lastFailure) < b.cfg.ResetTimeout || b.gatedOut() {
 			b.reject()
 			b.unlock()
 			return Ticket{}, ErrOpen
@@ -175,7 +196,7 @@ func (b *breaker) allowLocked() (Ticket, error) {
 		// A probe outstanding longer than reset_timeout is presumed lost
 		// (its client hung or its report was dropped); without this rule a
 		// lost probe would keep the breaker half-open forever.
-		if b.probeOut && now.Sub(b.probeAt) <= b.cfg.ResetTimeout {
+		if b.probeOut && now.Sub(b.probeAt) <= b.cfg.ResetTimeout || b.gatedOut() {
 			b.reject()
 			b.unlock()
 			return Ticket{}, ErrOpen
@@ -269,8 +290,8 @@ func (b *breaker) doneProbe(gen uint64, o Outcome) pending {
 	return pending{}
 }
 
-// force applies a manual mode.
-func (b *breaker) force(m Mode) error {
+// force applies a manual mode; remote says it came from the fleet.
+func (b *breaker) force(m Mode, remote bool) error {
 	b.mu.Lock()
 	if b.retired {
 		b.unlock()
@@ -296,7 +317,11 @@ func (b *breaker) force(m Mode) error {
 		b.count = 0
 		p = b.setState(Closed, now)
 	}
+	p.tr.Manual, p.tr.Remote = true, remote
 	b.unlock()
 	b.announce(p)
+	if sh := b.set.share.Load(); !remote && sh != nil && sh.Forced != nil {
+		sh.Forced(b.cfg.Key, m)
+	}
 	return nil
 }

@@ -79,6 +79,7 @@ func (s *Set) apply(b *breaker, enabled bool, k KeySettings) {
 	b.lastFailure = time.Time{}
 	b.gen++
 	b.probeOut = false
+	b.permit = false
 	if enabled {
 		b.m = s.metrics.bind(k.Key, Closed)
 		return

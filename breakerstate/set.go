@@ -44,6 +44,16 @@ type Transition struct {
 	From, To     State
 	At           time.Time
 	FailureCount int // the count after the change
+	// OpenUntil is, when To is Open and the mode is automatic, when the next
+	// probe becomes due (last_failure + reset_timeout); zero otherwise. The
+	// fleet-sharing layer publishes it as the key's open_until.
+	OpenUntil time.Time
+	// Remote is true when the change was applied from the fleet's shared
+	// state (ApplyRemote*) rather than decided by this process.
+	Remote bool
+	// Manual is true when the change comes from a forced mode (Force or
+	// ApplyRemoteForce) rather than from the state machine.
+	Manual bool
 }
 
 // Options configures New. Zero values are noted per field.
@@ -69,6 +79,10 @@ type Set struct {
 	now          func() time.Time
 	onTransition func(Transition)
 	metrics      *metrics
+	// share is the fleet-sharing layer's hooks (nil when alone) and gated
+	// whether a half-open probe needs the fleet's lease; see remote.go.
+	share atomic.Pointer[Share]
+	gated atomic.Bool
 
 	// table is immutable once published and swapped whole by Reconfigure,
 	// so the request path looks keys up without any set-wide lock.
@@ -168,7 +182,7 @@ func (s *Set) Force(key string, m Mode) error {
 	if b == nil {
 		return fmt.Errorf("force %q: %w", key, ErrUnknownKey)
 	}
-	if err := b.force(m); err != nil {
+	if err := b.force(m, false); err != nil {
 		return fmt.Errorf("force %q: %w", key, err)
 	}
 	return nil

@@ -60,31 +60,36 @@ func layerTar(t *testing.T, path string) {
 	writeFile(t, path, buf.String())
 }
 
-// TestDocker: two registries with the same image; crane and skopeo pull
-// through the proxy; registry A is cut by toxiproxy (reset_peer), pulls go
-// on from B, A sees nothing but one probe per reset_timeout, and when A is
-// back one probe closes its breaker.
-func TestDocker(t *testing.T) {
-	s := loadSuite(t)
-	dir := scenarioDir(t, s)
-	const reset = 5 * time.Second
-	keyA := "docker:https://registry-a.test:5000"
+// dockerEnv is the docker scenario: two registries with the same image,
+// A behind toxiproxy, both behind counting fronts, nora-breaker in front.
+type dockerEnv struct {
+	dir, crane, certDir string
+	env                 []string
+	n                   *nora
+	tp                  *toxiproxy
+	frontA, frontB      *front
+}
 
-	regA := startDockerRegistry(t, dir, "registry-a")
-	regB := startDockerRegistry(t, dir, "registry-b")
-	crane := filepath.Join(s.tools, "crane")
-	plain := cleanEnv("HOME=" + dir)
-	layerTar(t, filepath.Join(dir, "layer.tar"))
-	mustRun(t, dir, plain, time.Minute, crane, "append", "--insecure", "-f", "layer.tar", "-t", regA+"/e2e/hello:1")
-	mustRun(t, dir, plain, time.Minute, crane, "copy", "--insecure", regA+"/e2e/hello:1", regB+"/e2e/hello:1")
+const dockerImage = "registry-a.test:5000/e2e/hello:1"
 
-	ca := newOriginCA(t, dir)
-	frontA := newFront(t, "registry-a", "http://"+regA, nil, ca.serverTLS(t, "registry-a.test"))
-	frontB := newFront(t, "registry-b", "http://"+regB, nil, ca.serverTLS(t, "registry-b.test"))
-	tp := startToxiproxy(t, s, dir)
-	toxA := tp.proxy(t, "registry-a", frontA.addr)
+// setupDocker starts the registries, pushes the image to A and copies it to
+// B with crane, and starts toxiproxy and nora-breaker.
+func setupDocker(t *testing.T, s suite, reset time.Duration) *dockerEnv {
+	t.Helper()
+	e := &dockerEnv{dir: scenarioDir(t, s), crane: filepath.Join(s.tools, "crane")}
+	regA := startDockerRegistry(t, e.dir, "registry-a")
+	regB := startDockerRegistry(t, e.dir, "registry-b")
+	plain := cleanEnv("HOME=" + e.dir)
+	layerTar(t, filepath.Join(e.dir, "layer.tar"))
+	mustRun(t, e.dir, plain, time.Minute, e.crane, "append", "--insecure", "-f", "layer.tar", "-t", regA+"/e2e/hello:1")
+	mustRun(t, e.dir, plain, time.Minute, e.crane, "copy", "--insecure", regA+"/e2e/hello:1", regB+"/e2e/hello:1")
 
-	n := startNora(t, s, dir, noraOpts{
+	ca := newOriginCA(t, e.dir)
+	e.frontA = newFront(t, "registry-a", "http://"+regA, nil, ca.serverTLS(t, "registry-a.test"))
+	e.frontB = newFront(t, "registry-b", "http://"+regB, nil, ca.serverTLS(t, "registry-b.test"))
+	e.tp = startToxiproxy(t, s, e.dir)
+	toxA := e.tp.proxy(t, "registry-a", e.frontA.addr)
+	e.n = startNora(t, s, e.dir, noraOpts{
 		formats: fmt.Sprintf(`[circuit_breaker]
 enabled = true
 failure_threshold = 3
@@ -99,94 +104,81 @@ url = "https://registry-a.test:5000"
 [[docker.upstreams]]
 url = "https://registry-b.test:5001"
 `, int(reset.Seconds())),
-		resolve:    map[string]string{"registry-a.test:5000": toxA, "registry-b.test:5001": frontB.addr},
+		resolve:    map[string]string{"registry-a.test:5000": toxA, "registry-b.test:5001": e.frontB.addr},
 		upstreamCA: ca.pemPath,
 	})
-	certDir := filepath.Join(dir, "skopeo-certs")
-	caPEM, _ := os.ReadFile(n.caPEM)
-	writeFile(t, filepath.Join(certDir, "nora-ca.crt"), string(caPEM))
-	env := cleanEnv("HOME="+dir, "HTTPS_PROXY="+n.proxyURL, "HTTP_PROXY="+n.proxyURL, "SSL_CERT_FILE="+n.bundle)
-	image := "registry-a.test:5000/e2e/hello:1"
-	pull := func() clientRun {
-		os.Remove(filepath.Join(dir, "pulled.tar"))
-		return mustRun(t, dir, env, 2*time.Minute, crane, "pull", image, "pulled.tar")
-	}
-	inspect := func() clientRun {
-		return mustRun(t, dir, env, 2*time.Minute, "skopeo", "--insecure-policy", "inspect", "--cert-dir", certDir, "docker://"+image)
-	}
+	// skopeo takes CAs from a folder of *.crt files; crane from SSL_CERT_FILE.
+	e.certDir = filepath.Join(e.dir, "skopeo-certs")
+	caPEM, _ := os.ReadFile(e.n.caPEM)
+	writeFile(t, filepath.Join(e.certDir, "nora-ca.crt"), string(caPEM))
+	e.env = cleanEnv("HOME="+e.dir, "HTTPS_PROXY="+e.n.proxyURL, "HTTP_PROXY="+e.n.proxyURL, "SSL_CERT_FILE="+e.n.bundle)
+	return e
+}
 
-	// Healthy: everything comes from A.
-	pull()
-	if out := inspect().out; !strings.Contains(out, `"Digest"`) {
-		t.Fatalf("skopeo inspect printed no digest:\n%s", out)
+// pull runs crane pull through the proxy; it must succeed.
+func (e *dockerEnv) pull(t *testing.T) clientRun {
+	t.Helper()
+	os.Remove(filepath.Join(e.dir, "pulled.tar"))
+	return mustRun(t, e.dir, e.env, 2*time.Minute, e.crane, "pull", dockerImage, "pulled.tar")
+}
+
+// inspect runs skopeo inspect through the proxy; it must print a digest.
+func (e *dockerEnv) inspect(t *testing.T) clientRun {
+	t.Helper()
+	r := mustRun(t, e.dir, e.env, 2*time.Minute, "skopeo", "--insecure-policy", "inspect", "--cert-dir", e.certDir, "docker://"+dockerImage)
+	if !strings.Contains(r.out, `"Digest"`) {
+		t.Fatalf("skopeo inspect printed no digest:\n%s", r.out)
 	}
-	if r, _ := frontA.count(); r == 0 {
+	return r
+}
+
+// TestDocker: crane and skopeo pull through the proxy; registry A is cut by
+// toxiproxy (reset_peer), pulls go on from B, A sees nothing but one probe
+// per reset_timeout, and when A is back one probe closes its breaker.
+func TestDocker(t *testing.T) {
+	const reset = 5 * time.Second
+	e := setupDocker(t, loadSuite(t), reset)
+	b := breakerCheck{n: e.n, key: "docker:https://registry-a.test:5000", reset: reset, seen: connsOf(e.frontA)}
+
+	e.pull(t)
+	e.inspect(t)
+	if r, _ := e.frontA.count(); r == 0 {
 		t.Fatal("healthy pull did not reach registry A")
 	}
-	if r, _ := frontB.count(); r != 0 {
+	if r, _ := e.frontB.count(); r != 0 {
 		t.Fatalf("healthy pull reached registry B (%d requests)", r)
 	}
 
 	// Cut A: every connection toxiproxy accepts for it is reset.
-	tp.addToxic(t, "registry-a", "cut", "reset_peer", map[string]any{"timeout": 0})
+	e.tp.addToxic(t, "registry-a", "cut", "reset_peer", map[string]any{"timeout": 0})
 	var outage time.Duration
-	for i := 0; n.state(t, keyA) != 1; i++ {
-		if i == 5 {
-			t.Fatalf("breaker %s not open after 5 pulls", keyA)
+	for _, w := range b.openUntil(t, 5, func() clientRun { return e.pull(t) }) {
+		outage += w
+	}
+	bBefore, _ := e.frontB.count()
+	b.quietWhileOpen(t, func() {
+		for i := 0; i < 3; i++ {
+			outage += e.pull(t).wall
 		}
-		outage += pull().wall
-	}
-	openedAt := time.Now()
-	_, connsAtOpen := frontA.count()
-	bBefore, _ := frontB.count()
-	for i := 0; i < 3; i++ {
-		outage += pull().wall
-	}
-	outage += inspect().wall
-	_, connsOpen := frontA.count()
-	allowed := int64(time.Since(openedAt) / reset)
-	if connsOpen-connsAtOpen > allowed {
-		t.Fatalf("open breaker let %d connections reach A in %v (allowed %d probes)", connsOpen-connsAtOpen, time.Since(openedAt), allowed)
-	}
-	if bAfter, _ := frontB.count(); bAfter <= bBefore {
+		outage += e.inspect(t).wall
+	})
+	if bAfter, _ := e.frontB.count(); bAfter <= bBefore {
 		t.Fatal("pulls during the outage were not served by registry B")
 	}
-	if n.metric(t, "nora_sidecar_fallback_total", fmt.Sprintf("from=%q", keyA)) == 0 {
+	if e.n.metric(t, "nora_sidecar_fallback_total", fmt.Sprintf("from=%q", b.key)) == 0 {
 		t.Fatal("no fallback counted from A")
 	}
-	if n.metric(t, "nora_circuit_breaker_rejections_total", fmt.Sprintf("registry=%q", keyA)) == 0 {
-		t.Fatal("no rejection counted for A while open")
-	}
-
-	// Still cut after reset_timeout: exactly one probe reaches A, fails, and
-	// the pull is still served by B.
-	n.waitProbeDue(t, keyA, reset)
-	_, c0 := frontA.count()
-	reopen0 := n.transitions(t, keyA, "half_open", "open")
-	pull()
-	_, c1 := frontA.count()
-	if c1-c0 != 1 {
-		t.Fatalf("probe while cut: A saw %d connections, want exactly 1", c1-c0)
-	}
-	if n.transitions(t, keyA, "half_open", "open") != reopen0+1 || n.state(t, keyA) != 1 {
-		t.Fatal("failed probe did not reopen the breaker")
-	}
+	b.oneProbe(t, 1, func() { e.pull(t) })
 
 	// A back: one probe closes the breaker and traffic returns to A.
-	tp.removeToxic(t, "registry-a", "cut")
-	n.waitProbeDue(t, keyA, reset)
-	aReq0, _ := frontA.count()
-	bReq0, _ := frontB.count()
-	rec := pull()
-	aReq1, _ := frontA.count()
-	bReq1, _ := frontB.count()
-	if n.state(t, keyA) != 0 || n.transitions(t, keyA, "half_open", "closed") != 1 {
-		t.Fatalf("breaker did not close after A came back (state %v)", n.state(t, keyA))
+	e.tp.removeToxic(t, "registry-a", "cut")
+	bReq0, _ := e.frontB.count()
+	var rec clientRun
+	b.oneProbe(t, 0, func() { rec = e.pull(t) })
+	if bReq1, _ := e.frontB.count(); bReq1 != bReq0 {
+		t.Fatalf("after recovery registry B still saw %d requests", bReq1-bReq0)
 	}
-	if aReq1 == aReq0 || bReq1 != bReq0 {
-		t.Fatalf("after recovery A saw %d and B %d new requests; want A>0, B=0", aReq1-aReq0, bReq1-bReq0)
-	}
-	summary("crane pull + skopeo inspect", "registry A reset_peer (toxiproxy), then restored",
-		fmt.Sprintf("all pulls ok; A open after threshold, %d probe(s) while cut, closed on 1st probe after restore (%.2fs)", c1-c0, rec.wall.Seconds()),
-		outage, frontA.seen()+" "+frontB.seen())
+	summary("crane pull + skopeo inspect", "registry A connections reset (toxiproxy reset_peer), then restored",
+		fmt.Sprintf("every pull ok (from B while A open; 1 probe per reset_timeout); back on A after 1 probe (%.2fs)", rec.wall.Seconds()),
+		outage, e.frontA.seen()+" "+e.frontB.seen())
 }

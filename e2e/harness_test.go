@@ -1,8 +1,5 @@
 //go:build e2e
 
-// Package e2e drives the built nora-breaker binary with real registry
-// servers, real package clients and real network faults, all on loopback.
-// run.sh installs the tools and runs it: go test -tags e2e ./e2e/.
 package e2e
 
 import (
@@ -76,10 +73,22 @@ func startProc(t *testing.T, dir, name string, env []string, argv ...string) *pr
 		t.Fatalf("%s: start %v: %v", name, argv, err)
 	}
 	p := &proc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	recordPID(cmd.Process.Pid, name)
 	go func() { _ = cmd.Wait(); f.Close(); close(p.done) }()
 	t.Logf("started %s pid %d: %s", name, cmd.Process.Pid, strings.Join(argv, " "))
 	t.Cleanup(p.stop)
 	return p
+}
+
+// recordPID appends "pid name" to $E2E_WORK/pids so run.sh can stop, by
+// PID, anything a crashed or timed-out test run left behind.
+func recordPID(pid int, name string) {
+	f, err := os.OpenFile(filepath.Join(os.Getenv("E2E_WORK"), "pids"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "%d %s\n", pid, name)
 }
 
 // stop sends SIGTERM to the process group of this PID, then SIGKILL if it has

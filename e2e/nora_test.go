@@ -67,7 +67,9 @@ func startNora(t *testing.T, s suite, dir string, o noraOpts) *nora {
 	if o.stale {
 		fmt.Fprintf(&b, "stale_dir = %q\n", filepath.Join(dir, "stale"))
 	}
-	b.WriteString("dial_timeout = \"2s\"\ntls_handshake_timeout = \"3s\"\nlog_level = \"info\"\n\n[sidecar.resolve]\n")
+	// deny_unlisted: a client reaching for any host but the test upstreams
+	// gets 403 instead of a connection off this machine.
+	b.WriteString("deny_unlisted = true\ndial_timeout = \"2s\"\ntls_handshake_timeout = \"3s\"\nlog_level = \"info\"\n\n[sidecar.resolve]\n")
 	keys := make([]string, 0, len(o.resolve))
 	for k := range o.resolve {
 		keys = append(keys, k)
@@ -212,4 +214,21 @@ func (n *nora) logCount(frags ...string) int {
 		}
 	}
 	return c
+}
+
+// lastLog returns the last request log line containing frag, decoded.
+func (n *nora) lastLog(t *testing.T, frag string) map[string]any {
+	t.Helper()
+	lines := strings.Split(n.proc.logText(), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if !strings.Contains(lines[i], frag) || !strings.Contains(lines[i], `"message":"request"`) {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(lines[i]), &m); err == nil {
+			return m
+		}
+	}
+	t.Fatalf("no request log line contains %s", frag)
+	return nil
 }

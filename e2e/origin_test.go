@@ -11,6 +11,8 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"io"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
@@ -138,7 +140,9 @@ func newFront(t *testing.T, name, target string, h http.Handler, tlsCfg *tls.Con
 				f.conns.Add(1)
 			}
 		},
-		TLSConfig:         tlsCfg,
+		TLSConfig: tlsCfg,
+		// Handshakes reset by toxiproxy are expected; keep them out of the test output.
+		ErrorLog:          log.New(io.Discard, "", 0),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	go func() {

@@ -36,8 +36,10 @@ install_apt() {
   # tests start their own instances on loopback.
   printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
   chmod 755 /usr/sbin/policy-rc.d
-  retry apt-get update -q
-  DEBIAN_FRONTEND=noninteractive retry apt-get install -y -q --no-install-recommends "${missing[@]}"
+  # Another apt run (an unattended one, a neighbour's install) may hold the
+  # lock for a while: wait for it rather than fail.
+  retry apt-get -o DPkg::Lock::Timeout=300 update -q || { sleep 20; retry apt-get -o DPkg::Lock::Timeout=300 update -q; }
+  DEBIAN_FRONTEND=noninteractive retry apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends "${missing[@]}"
 }
 
 install_verdaccio() {
@@ -58,6 +60,24 @@ install_go_tools() {
     mv "$TOOLS/server" "$TOOLS/toxiproxy-server"
   fi
 }
+
+# stop_leftovers ends, by PID, every server the tests recorded that is still
+# running (a test binary killed by its timeout cannot run its cleanups). The
+# tests start each server as the leader of its own process group, so a
+# recorded PID that no longer leads its group was reused and is left alone.
+stop_leftovers() {
+  [ -f "$WORK/pids" ] || return 0
+  local pid name
+  while read -r pid name; do
+    if [ "$(ps -o pgid= -p "$pid" 2>/dev/null | tr -d ' ')" = "$pid" ]; then
+      echo "e2e/run.sh: stopping leftover $name (pid $pid)" >&2
+      kill -TERM -- "-$pid" 2>/dev/null || true
+    fi
+  done <"$WORK/pids"
+  rm -f "$WORK/pids"
+}
+stop_leftovers
+trap stop_leftovers EXIT
 
 start=$(date +%s)
 if [ -z "${E2E_SKIP_INSTALL:-}" ]; then

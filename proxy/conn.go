@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -81,10 +82,19 @@ func (c *countedConn) CloseRead() error { return closeRead(c.Conn) }
 // neither read nor written for the idle timeout: net/http clears deadlines on
 // Hijack and goproxy sets none, so without this an abandoned tunnel would
 // hold a goroutine and a file descriptor forever.
+//
+// Deadlines set by the connection's user (the http.Server that serves an
+// intercepted connection sets one for each request head) are caps: the idle
+// refresh never moves a deadline past them, so a client trickling a request
+// head one byte at a time is still cut at the header timeout.
 type idleConn struct {
 	net.Conn
 	idle time.Duration
 	last atomic.Int64 // unix nanos of the last deadline refresh
+
+	mu       sync.Mutex // orders deadline updates
+	readCap  time.Time  // deadline set with SetReadDeadline/SetDeadline; zero = none
+	writeCap time.Time  // deadline set with SetWriteDeadline/SetDeadline; zero = none
 }
 
 func newIdleConn(c net.Conn, idle time.Duration) *idleConn {
@@ -101,8 +111,52 @@ func (c *idleConn) refresh(force bool) {
 	if !force && now.UnixNano()-c.last.Load() < int64(c.idle/8) {
 		return
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.last.Store(now.UnixNano())
-	_ = c.Conn.SetDeadline(now.Add(c.idle))
+	c.apply(now.Add(c.idle))
+}
+
+// apply sets the underlying deadlines to the idle deadline, capped by the
+// user's own. The caller holds mu.
+func (c *idleConn) apply(idleAt time.Time) {
+	_ = c.Conn.SetReadDeadline(earliest(idleAt, c.readCap))
+	_ = c.Conn.SetWriteDeadline(earliest(idleAt, c.writeCap))
+}
+
+// SetDeadline sets both caps.
+func (c *idleConn) SetDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.readCap, c.writeCap = t, t
+	c.apply(time.Unix(0, c.last.Load()).Add(c.idle))
+	return nil
+}
+
+// SetReadDeadline sets the read cap.
+func (c *idleConn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.readCap = t
+	c.apply(time.Unix(0, c.last.Load()).Add(c.idle))
+	return nil
+}
+
+// SetWriteDeadline sets the write cap.
+func (c *idleConn) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writeCap = t
+	c.apply(time.Unix(0, c.last.Load()).Add(c.idle))
+	return nil
+}
+
+// earliest returns the earlier of idle and limit; a zero limit means none.
+func earliest(idle, limit time.Time) time.Time {
+	if !limit.IsZero() && limit.Before(idle) {
+		return limit
+	}
+	return idle
 }
 
 func (c *idleConn) Read(p []byte) (int, error) {
@@ -150,6 +204,7 @@ func closeRead(c net.Conn) error {
 type clientWriter struct {
 	http.ResponseWriter
 	idle time.Duration
+	bufs *sync.Pool
 }
 
 func (w *clientWriter) Write(p []byte) (int, error) {
@@ -158,6 +213,42 @@ func (w *clientWriter) Write(p []byte) (int, error) {
 		f.Flush()
 	}
 	return n, err
+}
+
+// newCopyBufs makes the pool of buffers ReadFrom copies response bodies
+// through; without it every response would allocate a fresh 32 KiB buffer.
+func newCopyBufs() *sync.Pool {
+	return &sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+}
+
+// ReadFrom copies a response body to the client. It flushes only when the
+// source had less than a buffer's worth ready: a large body streams in full
+// buffers without a flush per write, while a trickling stream (NDJSON, a
+// slow upstream) still reaches the client as each piece arrives.
+func (w *clientWriter) ReadFrom(src io.Reader) (int64, error) {
+	bp := w.bufs.Get().(*[]byte)
+	defer w.bufs.Put(bp)
+	buf := *bp
+	var total int64
+	for {
+		n, rerr := src.Read(buf)
+		if n > 0 {
+			m, werr := w.ResponseWriter.Write(buf[:n])
+			total += int64(m)
+			if werr != nil {
+				return total, werr
+			}
+			if n < len(buf) {
+				w.Flush()
+			}
+		}
+		if rerr == io.EOF {
+			return total, nil
+		}
+		if rerr != nil {
+			return total, rerr
+		}
+	}
 }
 
 // Flush passes flushes through.
@@ -174,11 +265,44 @@ func (w *clientWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return nil, nil, errors.New("connection cannot be hijacked")
 	}
 	c, rw, err := h.Hijack()
-	if err != nil || w.idle <= 0 {
+	if err != nil {
 		return c, rw, err
 	}
-	return newIdleConn(c, w.idle), rw, nil
+	if w.idle > 0 {
+		c = newIdleConn(c, w.idle)
+	}
+	// Bytes the client sent right behind the CONNECT head (a TLS ClientHello
+	// in the same packet) sit in net/http's reader. They are moved into the
+	// connection itself, so whoever reads the connection next sees them,
+	// whether or not it knows about rw.
+	if n := rw.Reader.Buffered(); n > 0 {
+		pending, _ := rw.Reader.Peek(n)
+		c = &replayConn{Conn: c, pending: append([]byte(nil), pending...)}
+		_, _ = rw.Reader.Discard(n)
+	}
+	return c, rw, nil
 }
+
+// replayConn returns pending bytes before reading the connection again.
+type replayConn struct {
+	net.Conn
+	pending []byte
+}
+
+func (c *replayConn) Read(p []byte) (int, error) {
+	if len(c.pending) > 0 {
+		n := copy(p, c.pending)
+		c.pending = c.pending[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
+
+// CloseWrite keeps half-close working for goproxy's tunnels.
+func (c *replayConn) CloseWrite() error { return closeWrite(c.Conn) }
+
+// CloseRead half-closes the read side when the underlying conn supports it.
+func (c *replayConn) CloseRead() error { return closeRead(c.Conn) }
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *clientWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

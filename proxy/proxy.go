@@ -148,6 +148,10 @@ func (p *Proxy) buildTransport(cfg *config.Config) error {
 		// Compression passes through untouched: the client's Accept-Encoding
 		// goes upstream and the body comes back as the upstream sent it.
 		DisableCompression:     true,
+		// An HTTP/2 connection outlives a timed-out request (only the stream
+		// is cancelled), so a black-holed upstream would keep receiving new
+		// requests and probes over one dead connection. Pings find it out.
+		HTTP2: &http.HTTP2Config{SendPingTimeout: 10 * time.Second, PingTimeout: 5 * time.Second},
 		MaxResponseHeaderBytes: 1 << 20,
 	}
 	return nil
@@ -208,8 +212,9 @@ func (p *Proxy) buildGoproxy() {
 // Handler is the proxy listener's handler.
 func (p *Proxy) Handler() http.Handler {
 	idle := p.state.Load().cfg.Sidecar.IdleTimeout
+	bufs := newCopyBufs()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.gp.ServeHTTP(&clientWriter{ResponseWriter: w, idle: idle}, r)
+		p.gp.ServeHTTP(&clientWriter{ResponseWriter: w, idle: idle, bufs: bufs}, r)
 	})
 }
 

@@ -13,3 +13,9 @@ go test -race -count=1 -timeout 20m ./...
 
 echo "== Helm chart tests"
 bash charts/test.sh
+
+echo "== end-to-end suite (real registries, clients and toxiproxy on loopback)"
+bash e2e/run.sh
+
+echo "== benchmark harness smoke run (figures for BENCHMARKS.md come from a full run)"
+go run ./bench --quick --no-peers

@@ -1,0 +1,190 @@
+package breakerstate
+
+import (
+	"fmt"
+	"time"
+)
+
+// Share is what a fleet-sharing layer (package sharedstate) hears from a
+// Set, so that several processes in front of the same upstreams can learn an
+// outage once. The Set never waits on it: both calls are made after the
+// key's lock is released and must return quickly (queue, never do I/O).
+type Share struct {
+	// Transition is called after each state change this process decided by
+	// itself. It is not called for changes applied through ApplyRemote*
+	// (they came from the fleet) nor for forced modes (see Forced).
+	Transition func(Transition)
+	// Forced is called after each successful local Force.
+	Forced func(key string, m Mode)
+}
+
+// SetShare installs the fleet-sharing hooks; nil detaches them. It also
+// turns the probe gate off: a Set without a fleet probes on its own.
+func (s *Set) SetShare(sh *Share) {
+	s.share.Store(sh)
+	if sh == nil {
+		s.gated.Store(false)
+	}
+}
+
+// SetProbeGate turns the fleet's probe election on or off. While on, a key
+// whose open period has passed admits its half-open probe only if this
+// process holds the fleet's lease for it (SetProbePermit); otherwise the
+// request is rejected as Open with a Retry-After of 1s. The sharing layer
+// turns it off whenever it loses its connection, so that each process then
+// probes alone rather than never.
+func (s *Set) SetProbeGate(on bool) { s.gated.Store(on) }
+
+// ProbeGated reports whether the fleet's probe election is on.
+func (s *Set) ProbeGated() bool { return s.gated.Load() }
+
+// SetProbePermit records whether this process holds the fleet's probe lease
+// for key's current open period. The permit lapses by itself when the
+// breaker next moves to Open or Closed, because a new period needs a new
+// lease.
+func (s *Set) SetProbePermit(key string, ok bool) error {
+	b, err := s.remoteBreaker(key)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	if b.state != Closed {
+		b.permit = ok
+	}
+	b.unlock()
+	return nil
+}
+
+// gatedOut reports whether the probe election forbids this process to probe
+// now. Called with mu held, only off the healthy path.
+func (b *breaker) gatedOut() bool {
+	return b.set.gated.Load() && !b.permit
+}
+
+// ApplyRemoteOpen opens key because another process opened it until until
+// (its open_until). The local last_failure is moved so that the probe falls
+// due at until, never earlier than the local one: the later of two known
+// failures decides, so a stale message cannot shorten an open period. An
+// outstanding local probe is fenced. Keys in a forced mode, and a disabled
+// set, ignore it.
+func (s *Set) ApplyRemoteOpen(key string, until time.Time) error {
+	b, err := s.remoteBreaker(key)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	if !b.enabled || b.forced != ModeAuto {
+		b.unlock()
+		return nil
+	}
+	if lf := until.Add(-b.cfg.ResetTimeout); lf.After(b.lastFailure) {
+		b.lastFailure = lf
+	}
+	var p pending
+	if b.state != Open {
+		p = b.setState(Open, b.set.now())
+		p.tr.Remote = true
+	} else {
+		// Still a new open period for the fleet: the old lease is spent.
+		b.permit = false
+	}
+	b.unlock()
+	b.announce(p)
+	return nil
+}
+
+// ApplyRemoteClose closes key because the fleet's probe succeeded
+// elsewhere: count 0, Closed, outstanding probe fenced. Keys in a forced
+// mode, and a disabled set, ignore it.
+func (s *Set) ApplyRemoteClose(key string) error {
+	b, err := s.remoteBreaker(key)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	if !b.enabled || b.forced != ModeAuto {
+		b.unlock()
+		return nil
+	}
+	b.count = 0
+	p := b.setState(Closed, b.set.now())
+	p.tr.Remote = true
+	b.unlock()
+	b.announce(p)
+	return nil
+}
+
+// ApplyRemoteForce applies a manual mode set on another process. It behaves
+// like Force except that Share.Forced is not called, so the mode does not
+// echo back to the fleet.
+func (s *Set) ApplyRemoteForce(key string, m Mode) error {
+	if m > ModeClosed {
+		return fmt.Errorf("remote force %q: mode %d: %w", key, uint8(m), ErrInvalidMode)
+	}
+	b, err := s.remoteBreaker(key)
+	if err != nil {
+		return err
+	}
+	if err := b.force(m, true); err != nil {
+		return fmt.Errorf("remote force %q: %w", key, err)
+	}
+	return nil
+}
+
+// remoteBreaker looks key up for the ApplyRemote* calls; a key this process
+// does not know (the fleet runs mixed configurations during a rollout) is
+// ErrUnknownKey, which the caller ignores.
+func (s *Set) remoteBreaker(key string) (*breaker, error) {
+	b := s.table.Load().byKey[key]
+	if b == nil {
+		return nil, fmt.Errorf("remote %q: %w", key, ErrUnknownKey)
+	}
+	return b, nil
+}
+
+// Status is one key's state as the fleet-sharing layer needs it to
+// resynchronise after a reconnect.
+type Status struct {
+	Key    string
+	State  State
+	Forced Mode
+	// OpenUntil is when the probe falls due, while Open or HalfOpen in
+	// automatic mode; zero otherwise.
+	OpenUntil    time.Time
+	ResetTimeout time.Duration
+}
+
+// Statuses returns every enabled key's Status, in config order; nil while
+// the set is disabled.
+func (s *Set) Statuses() []Status {
+	t := s.table.Load()
+	if !t.enabled {
+		return nil
+	}
+	out := make([]Status, 0, len(t.order))
+	for _, b := range t.order {
+		b.mu.Lock()
+		st := Status{Key: b.cfg.Key, State: b.state, Forced: b.forced, ResetTimeout: b.cfg.ResetTimeout}
+		if b.forced == ModeAuto && b.state != Closed {
+			st.OpenUntil = b.lastFailure.Add(b.cfg.ResetTimeout)
+		}
+		enabled := b.enabled && !b.retired
+		b.mu.Unlock()
+		if enabled {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// ResetTimeout returns key's reset_timeout, which the fleet-sharing layer
+// needs to size probe leases for keys opened by other processes.
+func (s *Set) ResetTimeout(key string) (time.Duration, error) {
+	b, err := s.remoteBreaker(key)
+	if err != nil {
+		return 0, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cfg.ResetTimeout, nil
+}
