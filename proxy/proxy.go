@@ -147,11 +147,11 @@ func (p *Proxy) buildTransport(cfg *config.Config) error {
 		ExpectContinueTimeout: time.Second,
 		// Compression passes through untouched: the client's Accept-Encoding
 		// goes upstream and the body comes back as the upstream sent it.
-		DisableCompression:     true,
+		DisableCompression: true,
 		// An HTTP/2 connection outlives a timed-out request (only the stream
 		// is cancelled), so a black-holed upstream would keep receiving new
 		// requests and probes over one dead connection. Pings find it out.
-		HTTP2: &http.HTTP2Config{SendPingTimeout: 10 * time.Second, PingTimeout: 5 * time.Second},
+		HTTP2:                  &http.HTTP2Config{SendPingTimeout: 10 * time.Second, PingTimeout: 5 * time.Second},
 		MaxResponseHeaderBytes: 1 << 20,
 	}
 	return nil
