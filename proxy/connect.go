@@ -10,7 +10,6 @@ import (
 	"github.com/elazarl/goproxy"
 
 	"github.com/nora-breaker/nora-breaker/breakerstate"
-	"github.com/nora-breaker/nora-breaker/certs"
 	"github.com/nora-breaker/nora-breaker/config"
 	"github.com/nora-breaker/nora-breaker/fallback"
 )
@@ -42,11 +41,11 @@ func (p *Proxy) onConnect(hostport string, ctx *goproxy.ProxyCtx) (action *gopro
 		return p.rejectConnect(ctx, rec, "denied", plainAnswer(ctx.Req, http.StatusForbidden, why))
 	}
 	if up != nil && p.ca != nil {
-		ctx.UserData = &connectState{host: host, port: port}
+		cs := &connectState{host: host, port: port}
+		ctx.UserData = cs
 		rec.result = "intercept"
 		p.log.Debug().Str("host", hostport).Str("key", up.Key).Msg("intercepting CONNECT")
-		return &goproxy.ConnectAction{Action: goproxy.ConnectMitm,
-			TLSConfig: certs.TLSConfigFor(p.ca, p.certs, true)}, hostport
+		return p.interceptAction(cs, hostport), hostport
 	}
 	return p.tunnel(ctx, rec, up, hostport)
 }
