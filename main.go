@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
 	"github.com/nora-breaker/nora-breaker/certs"
@@ -137,6 +138,10 @@ func serve(args []string, stderr io.Writer) int {
 		return code
 	}
 	logger := newLogger(cfg, stderr)
+	// go-redis logs reconnect errors through a package-wide logger; route it
+	// into ours so every line is structured. main is the one place that may
+	// set such process-wide things.
+	redis.SetLogger(redisLogger{logger.With().Str("component", "redis").Logger()})
 	for _, w := range cfg.Warnings {
 		logger.Warn().Msg(w)
 	}
@@ -208,6 +213,13 @@ func watchReloads(ctx context.Context, p *proxy.Proxy, flags config.Flags, logge
 			reload("file change")
 		}
 	}
+}
+
+// redisLogger adapts zerolog to go-redis's logger interface.
+type redisLogger struct{ log zerolog.Logger }
+
+func (r redisLogger) Printf(_ context.Context, format string, v ...any) {
+	r.log.Warn().Msgf(format, v...)
 }
 
 // newLogger builds the process logger: JSON on stderr, or console for people.

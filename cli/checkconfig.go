@@ -30,8 +30,9 @@ func CheckConfig(cfg *config.Config, out io.Writer) int {
 	fmt.Fprintf(out, "config: %s\n", src)
 	fmt.Fprintf(out, "circuit breaker: enabled=%t failure_threshold=%d reset_timeout=%s\n",
 		cfg.CircuitBreaker.Enabled, cfg.CircuitBreaker.FailureThreshold, cfg.CircuitBreaker.ResetTimeout)
-	fmt.Fprintf(out, "listen: %s  admin: %s  interception: %s  stale cache: %s\n\n",
-		cfg.Sidecar.Listen, cfg.Sidecar.AdminListen, onOff(cfg.Sidecar.CACert != ""), orOff(cfg.Sidecar.StaleDir))
+	fmt.Fprintf(out, "listen: %s  admin: %s  interception: %s  stale cache: %s  shared state: %s\n\n",
+		cfg.Sidecar.Listen, cfg.Sidecar.AdminListen, onOff(cfg.Sidecar.CACert != ""), orOff(cfg.Sidecar.StaleDir),
+		orOff(cfg.Sidecar.SharedStateDisplay()))
 	tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "FORMAT\tKEY\tURL\tHOSTS\tCHAIN\tBOUND\tTHRESHOLD\tRESET\tAUTH")
 	for _, u := range cfg.Upstreams {

@@ -44,6 +44,9 @@ func sidecarFields(s *Sidecar) []sidecarField {
 		{"log_format", kString, &s.LogFormat},
 		{"admin_token", kString, &s.AdminToken},
 		{"max_connections", kInt, &s.MaxConnections},
+		{"shared_state", kString, &s.SharedState},
+		{"shared_state_prefix", kString, &s.SharedStatePrefix},
+		{"shared_state_password", kString, &s.SharedStatePassword},
 	}
 }
 
@@ -62,6 +65,7 @@ func defaultSidecar() Sidecar {
 		LogLevel:            "info",
 		LogFormat:           "json",
 		MaxConnections:      4096,
+		SharedStatePrefix:   "nora-breaker",
 	}
 }
 

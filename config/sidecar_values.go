@@ -65,8 +65,11 @@ func (r sidecarReader) fromEnv(f sidecarField) {
 		return
 	}
 	shown := v
-	if f.key == "admin_token" {
+	switch f.key {
+	case "admin_token", "shared_state_password":
 		shown = "***"
+	case "shared_state":
+		shown = redactSharedState(v)
 	}
 	var err error
 	switch f.kind {

@@ -128,4 +128,14 @@ type Sidecar struct {
 	AdminToken string // when set, mutating admin calls need Bearer auth
 
 	MaxConnections int // default 4096
+
+	// SharedState is the Redis URL (redis:// or rediss://) through which a
+	// fleet shares breaker state; "" = every process alone. It may carry a
+	// password: never log it (SharedStateDisplay redacts it).
+	SharedState string
+	// SharedStatePrefix starts every Redis key and channel; default "nora-breaker".
+	SharedStatePrefix string
+	// SharedStatePassword replaces the URL's password when set (env
+	// NORA_SIDECAR_SHARED_STATE_PASSWORD, typically from a secret). Never log it.
+	SharedStatePassword string
 }

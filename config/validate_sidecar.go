@@ -58,6 +58,7 @@ func validateSidecar(s *Sidecar, from map[string]origin, probs *problems) {
 	}
 	validateAliases(s.Aliases, at, probs)
 	validateResolve(s.Resolve, at, probs)
+	validateSharedState(s, at, probs)
 }
 
 func validateAliases(aliases map[string][]string, at func(string) origin, probs *problems) {

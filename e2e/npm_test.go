@@ -148,7 +148,8 @@ func (e *npmEnv) mustInstall(t *testing.T, pkg string) clientRun {
 // the dead registry sees nothing while open; verdaccio restarted → the
 // first probe closes the breaker.
 func TestNpm(t *testing.T) {
-	const reset = 4 * time.Second
+	// Long enough that a whole npm install made while open meets it open.
+	const reset = 12 * time.Second
 	e := setupNpm(t, loadSuite(t), reset)
 	b := breakerCheck{n: e.n, key: "npm:http://npm-a.test:4873", reset: reset, seen: reqsOf(e.fr)}
 

@@ -124,7 +124,10 @@ func (e *pipEnv) download(t *testing.T) clientRun {
 // still succeeds via index B, and once A's breaker is open the run no longer
 // waits on A at all.
 func TestPip(t *testing.T) {
-	const reset, headerTimeout = 5 * time.Second, 2 * time.Second
+	// reset_timeout must outlast one whole pip run (interpreter start-up
+	// included, seconds on a busy machine): a run made while the breaker is
+	// open has to meet it still open.
+	const reset, headerTimeout = 15 * time.Second, 2 * time.Second
 	e := setupPip(t, loadSuite(t), reset, headerTimeout)
 	b := breakerCheck{n: e.n, key: "pypi:http://pypi-a.test:8080/simple", reset: reset, seen: connsOf(e.frontA)}
 

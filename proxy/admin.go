@@ -124,7 +124,7 @@ func (p *Proxy) handleHealth(w http.ResponseWriter, _ *http.Request) {
 		cb = "disabled"
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"status": status, "version": p.deps.Version, "circuit_breaker": cb,
+		"status": status, "version": p.deps.Version, "circuit_breaker": cb, "shared_state": p.sharedStatus(),
 		"uptime_seconds": math.Floor(p.now().Sub(p.started).Seconds()), "upstreams": formats,
 	})
 }

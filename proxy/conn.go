@@ -47,7 +47,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if l.max <= 0 {
 			l.active.Add(1)
 		}
-		return &countedConn{Conn: &framingConn{Conn: c}, l: l}, nil
+		return &countedConn{Conn: &plainOnlyConn{Conn: &framingConn{Conn: c}}, l: l}, nil
 	}
 }
 
@@ -59,6 +59,39 @@ func refuse(c net.Conn) {
 	_, _ = c.Write([]byte(overloadedResponse))
 	_ = c.Close()
 }
+
+const tlsOnPlainPortResponse = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n" +
+	"Content-Length: 71\r\nConnection: close\r\n\r\n" +
+	"nora-breaker: this port speaks plain HTTP; use an http:// proxy URL\r\n\r\n"
+
+// errTLSOnPlainPort ends a connection that opened with a TLS handshake.
+var errTLSOnPlainPort = errors.New("TLS handshake on the plain HTTP proxy port")
+
+// plainOnlyConn answers a client that starts TLS on the plain proxy port (a
+// proxy URL written https://) at once, with a 400 naming the mistake,
+// instead of letting net/http wait for a request line that never comes.
+type plainOnlyConn struct {
+	net.Conn
+	checked bool // the first read happens before any other, on one goroutine
+}
+
+func (c *plainOnlyConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if !c.checked && n > 0 {
+		c.checked = true
+		if p[0] == tlsRecordHandshake {
+			_, _ = c.Conn.Write([]byte(tlsOnPlainPortResponse))
+			return 0, errTLSOnPlainPort
+		}
+	}
+	return n, err
+}
+
+// CloseWrite keeps half-close working for goproxy's tunnels.
+func (c *plainOnlyConn) CloseWrite() error { return closeWrite(c.Conn) }
+
+// CloseRead half-closes the read side when the underlying conn supports it.
+func (c *plainOnlyConn) CloseRead() error { return closeRead(c.Conn) }
 
 // countedConn releases its slot exactly once when closed.
 type countedConn struct {

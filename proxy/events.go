@@ -14,5 +14,6 @@ func (p *Proxy) logTransition(t breakerstate.Transition) {
 		lvl = zerolog.WarnLevel
 	}
 	p.log.WithLevel(lvl).Str("key", t.Key).Str("from", t.From.String()).Str("to", t.To.String()).
-		Int("failure_count", t.FailureCount).Msg("circuit breaker transition")
+		Int("failure_count", t.FailureCount).Bool("remote", t.Remote).Bool("manual", t.Manual).
+		Msg("circuit breaker transition")
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/certs"
 	"github.com/nora-breaker/nora-breaker/config"
 	"github.com/nora-breaker/nora-breaker/fallback"
+	"github.com/nora-breaker/nora-breaker/sharedstate"
 	"github.com/nora-breaker/nora-breaker/stale"
 )
 
@@ -53,6 +54,7 @@ type Proxy struct {
 	ca       *tls.Certificate
 	certs    *certs.Store
 	metrics  *metrics
+	shared   *sharedstate.Client // nil unless shared_state is set
 	// preDialed holds tunnel connections dialed while deciding a CONNECT,
 	// keyed by the CONNECT request, until goproxy asks for them.
 	preDialed sync.Map
@@ -96,6 +98,9 @@ func New(cfg *config.Config, deps Deps) (*Proxy, error) {
 		return nil, err
 	}
 	p.buildGoproxy()
+	if err := p.startShared(cfg); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -230,6 +235,7 @@ func (p *Proxy) SetShuttingDown() { p.shutting.Store(true) }
 // Close releases background resources (the stale cache).
 func (p *Proxy) Close() error {
 	p.tr.CloseIdleConnections()
+	_ = p.closeShared()
 	if p.stale != nil {
 		return p.stale.Close()
 	}

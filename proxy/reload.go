@@ -26,6 +26,8 @@ func (p *Proxy) Reload(cfg *config.Config) (needsRestart []string) {
 	check("upstream_ca", o.UpstreamCA != n.UpstreamCA)
 	check("stale_dir", o.StaleDir != n.StaleDir)
 	check("dial_timeout", o.DialTimeout != n.DialTimeout)
+	check("shared_state", o.SharedState != n.SharedState || o.SharedStatePrefix != n.SharedStatePrefix ||
+		o.SharedStatePassword != n.SharedStatePassword)
 	return needsRestart
 }
 

@@ -8,6 +8,9 @@ cd "$(dirname "$0")/.."
 echo "== build (the same command the Docker image uses)"
 OUT=/tmp/nora-breaker-build-check bash scripts/build.sh && /tmp/nora-breaker-build-check version
 
+echo "== redis-server for the shared-state tests (installed once)"
+bash sharedstate/install-redis.sh
+
 echo "== unit and integration tests (race detector)"
 go test -race -count=1 -timeout 20m ./...
 

@@ -117,8 +117,8 @@ func New(opts Options) (*Client, error) {
 }
 
 // redisOptions turns Options into go-redis options with short timeouts and
-// no retries: a command that fails is retried by the next resync, never by
-// making the loop wait.
+// at most one retry: a command that still fails is redone by the next
+// resync, never by making the loop wait.
 func redisOptions(opts Options) (*redis.Options, error) {
 	ro, err := redis.ParseURL(opts.URL)
 	if err != nil {
@@ -133,9 +133,12 @@ func redisOptions(opts Options) (*redis.Options, error) {
 		ro.TLSConfig.MinVersion = tls.VersionTLS12
 	}
 	ro.DialTimeout = time.Second
+	ro.DialerRetries = 1
 	ro.ReadTimeout = time.Second
 	ro.WriteTimeout = time.Second
-	ro.MaxRetries = -1
+	// One retry: a pooled connection that broke while idle is the common
+	// failure, and Timeout still bounds the whole command.
+	ro.MaxRetries = 1
 	ro.PoolSize = 4
 	ro.PoolTimeout = time.Second
 	ro.DisableIdentity = true

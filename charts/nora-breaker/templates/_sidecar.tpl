@@ -29,6 +29,13 @@ proxy. The container expects the volumes of nora-breaker.volumes.
           name: {{ . }}
           key: {{ $sc.adminToken.key }}
     {{- end }}
+    {{- if and $sc.sharedState.url $sc.sharedState.existingSecret }}
+    - name: NORA_SIDECAR_SHARED_STATE_PASSWORD
+      valueFrom:
+        secretKeyRef:
+          name: {{ $sc.sharedState.existingSecret }}
+          key: {{ $sc.sharedState.passwordKey }}
+    {{- end }}
     {{- with $root.Values.sharedEnv }}
     {{- toYaml . | nindent 4 }}
     {{- end }}

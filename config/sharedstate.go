@@ -1,0 +1,79 @@
+package config
+
+import (
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// prefixPattern is what shared_state_prefix may contain: enough for
+// "team-a:nora-breaker", nothing that needs quoting in redis-cli.
+var prefixPattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
+
+// validateSharedState checks the Redis URL and prefix of [sidecar]
+// shared_state. Problems never quote the URL: it may carry a password.
+func validateSharedState(s *Sidecar, at func(string) origin, probs *problems) {
+	if s.SharedState != "" {
+		if problem := sharedStateProblem(s.SharedState); problem != "" {
+			probs.add(at("shared_state").errorf("%s", problem))
+		}
+	}
+	if !prefixPattern.MatchString(s.SharedStatePrefix) {
+		probs.add(at("shared_state_prefix").errorf("must be 1 to 64 letters, digits, '_', '.', ':' or '-' (got %q)",
+			s.SharedStatePrefix))
+	}
+	if s.SharedStatePassword != "" && s.SharedState == "" {
+		probs.add(at("shared_state_password").errorf("is set but shared_state is not"))
+	}
+}
+
+// sharedStateProblem says what is wrong with a shared_state URL, or "".
+func sharedStateProblem(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "must be a redis://host:port[/db] or rediss://host:port[/db] URL"
+	}
+	if u.Opaque != "" {
+		return "must be a redis://host:port[/db] or rediss://host:port[/db] URL"
+	}
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		return "scheme must be redis:// or rediss:// (got " + strconv.Quote(u.Scheme) + ")"
+	}
+	if u.Hostname() == "" {
+		return "must name a host, e.g. redis://redis.build.svc:6379/0"
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "bad port " + strconv.Quote(p)
+		}
+	}
+	if db := strings.TrimPrefix(u.Path, "/"); db != "" {
+		if n, err := strconv.Atoi(db); err != nil || n < 0 {
+			return "path must be a database number such as /0"
+		}
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return "must not have a query or fragment"
+	}
+	return ""
+}
+
+// redactSharedState hides the password of a shared_state value (in the
+// user info or, wrongly placed, in the query) for error messages.
+func redactSharedState(s string) string {
+	s = redactURL(s)
+	if i := strings.IndexAny(s, "?#"); i >= 0 {
+		return s[:i] + "?***"
+	}
+	return s
+}
+
+// SharedStateDisplay returns shared_state with any password replaced by
+// "***", for check-config, status and logs; "off" when unset.
+func (s Sidecar) SharedStateDisplay() string {
+	if s.SharedState == "" {
+		return "off"
+	}
+	return redactSharedState(s.SharedState)
+}

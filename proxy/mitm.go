@@ -1,0 +1,251 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/elazarl/goproxy"
+
+	"github.com/nora-breaker/nora-breaker/certs"
+)
+
+// Intercepted connections are served here rather than by goproxy's MITM
+// loop: goproxy reads the requests inside a hijacked connection itself, with
+// no limit on the size of a request head and no timeout for it, and the
+// listener's MaxHeaderBytes and ReadHeaderTimeout do not reach a hijacked
+// connection. An http.Server of our own, serving just the one connection,
+// puts the same limits (SPEC §10) on what arrives inside the tunnel, speaks
+// HTTP/2 when ALPN picks it, and refuses an ambiguous Content-Length +
+// Transfer-Encoding head as the plain port does.
+
+const tlsRecordHandshake = 0x16 // first byte of a TLS ClientHello record
+
+// interceptAction answers an intercepted CONNECT: goproxy hands us the raw
+// client connection and we do the rest.
+func (p *Proxy) interceptAction(cs *connectState, hostport string) *goproxy.ConnectAction {
+	return &goproxy.ConnectAction{Action: goproxy.ConnectHijack,
+		Hijack: func(req *http.Request, client net.Conn, _ *goproxy.ProxyCtx) {
+			p.serveIntercepted(req, client, cs, hostport)
+		}}
+}
+
+// serveIntercepted confirms the CONNECT, terminates TLS with a leaf for the
+// CONNECT host and serves the requests inside until the client leaves or the
+// connection idles out. It returns when the connection is closed.
+func (p *Proxy) serveIntercepted(connectReq *http.Request, client net.Conn, cs *connectState, hostport string) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.log.Error().Str("panic", fmt.Sprint(v)).Str("host", hostport).Msg("intercept panic recovered")
+			_ = client.Close()
+		}
+	}()
+	major, minor := connectReq.ProtoMajor, connectReq.ProtoMinor
+	if major == 0 {
+		major, minor = 1, 1
+	}
+	if _, err := fmt.Fprintf(client, "HTTP/%d.%d 200 Connection established\r\n\r\n", major, minor); err != nil {
+		_ = client.Close()
+		return
+	}
+	inner, scheme, err := p.acceptInner(client, hostport)
+	if err != nil {
+		p.log.Debug().Err(err).Str("host", hostport).Msg("intercepted connection not established")
+		_ = client.Close()
+		return
+	}
+	ln := newOneConnListener(inner)
+	cfg := p.Config()
+	srv := &http.Server{
+		Handler:           &innerHandler{p: p, cs: cs, scheme: scheme, remote: connectReq.RemoteAddr, ln: ln},
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       cfg.Sidecar.IdleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          log.New(zerologWriter{p.log}, "", 0),
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			if s == http.StateClosed {
+				ln.Close()
+			}
+		},
+	}
+	_ = srv.Serve(ln)
+}
+
+// acceptInner completes what the client starts after the 200: a TLS
+// handshake (or, rarely, plain HTTP inside the tunnel). The result is the
+// connection the inner server reads: a *tls.Conn when ALPN chose h2, so
+// net/http switches to HTTP/2; otherwise wrapped in the framing check.
+func (p *Proxy) acceptInner(client net.Conn, hostport string) (net.Conn, string, error) {
+	limit := p.Config().Sidecar.TLSHandshakeTimeout
+	if limit <= 0 {
+		limit = readHeaderTimeout
+	}
+	_ = client.SetDeadline(time.Now().Add(limit))
+	first := make([]byte, 1)
+	if _, err := io.ReadFull(client, first); err != nil {
+		return nil, "", fmt.Errorf("waiting for the client's first byte: %w", err)
+	}
+	conn := &replayConn{Conn: client, pending: first}
+	if first[0] != tlsRecordHandshake {
+		_ = client.SetDeadline(time.Time{})
+		return &framingConn{Conn: conn}, "http", nil
+	}
+	conf, err := certs.TLSConfigFor(p.ca, p.certs, true)(hostport, nil)
+	if err != nil {
+		return nil, "", fmt.Errorf("leaf for %s: %w", hostport, err)
+	}
+	tc := tls.Server(conn, conf)
+	if err := tc.Handshake(); err != nil {
+		return nil, "", fmt.Errorf("TLS handshake: %w", err)
+	}
+	_ = client.SetDeadline(time.Time{})
+	if tc.ConnectionState().NegotiatedProtocol == "h2" {
+		return tc, "https", nil
+	}
+	return &framingConn{Conn: tc}, "https", nil
+}
+
+// innerHandler runs one request from inside an intercepted tunnel through
+// the same decisions as a plain request, with the CONNECT target attached
+// (so a request naming another host gets 421), and writes the answer.
+type innerHandler struct {
+	p      *Proxy
+	cs     *connectState
+	scheme string
+	remote string
+	ln     *oneConnListener
+}
+
+func (h *innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v != http.ErrAbortHandler {
+				h.p.log.Error().Str("panic", fmt.Sprint(v)).Msg("intercepted request panic recovered")
+			}
+			panic(http.ErrAbortHandler) // net/http closes the connection quietly
+		}
+	}()
+	r.URL.Scheme = h.scheme
+	if r.URL.Host == "" {
+		r.URL.Host = r.Host
+	}
+	if r.URL.Host == "" {
+		r.URL.Host = net.JoinHostPort(h.cs.host, h.cs.port)
+	}
+	r.RemoteAddr = h.remote
+	if r.ContentLength == 0 {
+		r.Body = http.NoBody // an HTTP/2 request without a body must stay bodyless upstream
+	}
+	_, resp := h.p.onRequest(r, &goproxy.ProxyCtx{Req: r, UserData: h.cs})
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		h.relayUpgrade(w, resp)
+		return
+	}
+	writeInner(w, resp)
+}
+
+// writeInner sends resp to the client, streaming the body with a flush after
+// every read so slow upstream bodies reach the client as they arrive.
+func writeInner(w http.ResponseWriter, resp *http.Response) {
+	hdr := w.Header()
+	for k, vv := range resp.Header {
+		hdr[k] = vv
+	}
+	if resp.ContentLength >= 0 && hdr.Get("Content-Length") == "" {
+		hdr.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+	}
+	w.WriteHeader(resp.StatusCode)
+	rc := http.NewResponseController(w)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			_ = rc.Flush()
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			// The upstream broke off: end the connection (or stream) so the
+			// client sees a truncated body, never a short one that looks whole.
+			panic(http.ErrAbortHandler)
+		}
+	}
+	for k, vv := range resp.Trailer {
+		for _, v := range vv {
+			hdr.Add(http.TrailerPrefix+k, v)
+		}
+	}
+}
+
+// relayUpgrade hands an intercepted websocket over to a byte relay between
+// the client and the upstream once the upstream agreed to switch protocols.
+func (h *innerHandler) relayUpgrade(w http.ResponseWriter, resp *http.Response) {
+	upstream, ok := resp.Body.(io.ReadWriteCloser)
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if !ok || err != nil {
+		http.Error(w, "nora-breaker: cannot switch protocols here", http.StatusBadGateway)
+		return
+	}
+	defer h.ln.Close() // a hijacked connection never reports StateClosed
+	defer conn.Close()
+	head := *resp
+	head.Body = nil
+	if head.Write(brw) != nil || brw.Flush() != nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(upstream, brw.Reader)
+		_ = upstream.Close()
+		close(done)
+	}()
+	_, _ = io.Copy(conn, upstream)
+	_ = conn.Close()
+	<-done
+}
+
+// oneConnListener is a listener with a single connection: Accept hands it
+// out once, then blocks until Close, so http.Server.Serve returns only when
+// the connection is done.
+type oneConnListener struct {
+	conn  net.Conn
+	taken sync.Once
+	once  sync.Once
+	done  chan struct{}
+}
+
+func newOneConnListener(c net.Conn) *oneConnListener {
+	return &oneConnListener{conn: c, done: make(chan struct{})}
+}
+
+// Accept returns the connection the first time and net.ErrClosed after Close.
+func (l *oneConnListener) Accept() (net.Conn, error) {
+	var c net.Conn
+	l.taken.Do(func() { c = l.conn })
+	if c != nil {
+		return c, nil
+	}
+	<-l.done
+	return nil, net.ErrClosed
+}
+
+// Close unblocks Accept; the connection itself belongs to the server.
+func (l *oneConnListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+// Addr is the connection's local address.
+func (l *oneConnListener) Addr() net.Addr { return l.conn.LocalAddr() }

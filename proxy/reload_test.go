@@ -1,0 +1,163 @@
+package proxy
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/nora-breaker/nora-breaker/breakerstate"
+)
+
+// Reload (SPEC §2): breakers of surviving keys keep their state and take
+// the new thresholds; keys that left are dropped, new keys start closed;
+// connections and in-flight requests survive.
+
+// biMavenChain is a config with the given maven upstreams (URLs, in order).
+func biMavenChain(threshold, resetSeconds int, urls ...string) string {
+	list := ""
+	for i, u := range urls {
+		if i > 0 {
+			list += ", "
+		}
+		list += fmt.Sprintf("%q", u)
+	}
+	return fmt.Sprintf(`
+[circuit_breaker]
+enabled = true
+failure_threshold = %d
+reset_timeout = %d
+[registries]
+enable = "maven"
+[maven]
+proxies = [%s]
+proxy_timeout = 1
+`, threshold, resetSeconds, list)
+}
+
+func TestReloadKeepsBreakerStateAndAppliesNewThresholds(t *testing.T) {
+	failing := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusBadGateway)
+	})
+	healthy := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	added := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	a, b, c := failing.URL+"/m2", healthy.URL+"/m2", added.URL+"/m2"
+	keyA, keyB, keyC := "maven:"+a, "maven:"+b, "maven:"+c
+	tp := newTestProxy(t, biMavenChain(3, 10, a, b), nil)
+	client := proxyClient(t, tp, nil)
+	put := func() *http.Response {
+		resp, _ := ixDo(t, client, "PUT", a+"/g/x.jar", nil)
+		return resp
+	}
+	for i := 0; i < 2; i++ {
+		put()
+	}
+	if s := ixState(t, tp, keyA); s.FailureCount != 2 || s.State != breakerstate.Closed {
+		t.Fatalf("before reload: %+v", s)
+	}
+
+	reload := func(text string) {
+		t.Helper()
+		if restart := tp.Reload(loadTestConfig(t, text, nil)); len(restart) != 0 {
+			t.Fatalf("reload asks for a restart of %v", restart)
+		}
+	}
+	// Threshold 3 → 5, reset 10 → 20; B leaves, C arrives.
+	reload(biMavenChain(5, 20, a, c))
+	s := ixState(t, tp, keyA)
+	if s.FailureCount != 2 || s.State != breakerstate.Closed || s.Threshold != 5 || s.ResetTimeout != 20*time.Second {
+		t.Fatalf("after reload the surviving breaker is %+v, want count 2, closed, threshold 5, reset 20s", s)
+	}
+	if s := ixState(t, tp, keyC); s.State != breakerstate.Closed || s.FailureCount != 0 {
+		t.Fatalf("new key: %+v", s)
+	}
+	for _, snap := range tp.Breakers().Snapshot() {
+		if snap.Key == keyB {
+			t.Fatalf("key %s left the config but its breaker stayed", keyB)
+		}
+	}
+	// The old threshold (3) would open now; the new one (5) needs two more.
+	put()
+	put()
+	if s := ixState(t, tp, keyA); s.State != breakerstate.Closed || s.FailureCount != 4 {
+		t.Fatalf("after 4 failures under threshold 5: %+v", s)
+	}
+	put()
+	ixWant503(t, put(), keyA, "open", "20")
+
+	// An open breaker stays open through a reload and takes the new reset.
+	reload(biMavenChain(5, 30, a, c))
+	if s := ixState(t, tp, keyA); s.State != breakerstate.Open {
+		t.Fatalf("reload closed an open breaker: %+v", s)
+	}
+	ixWant503(t, put(), keyA, "open", "30")
+	tp.Clock.Advance(30 * time.Second)
+	if resp := put(); resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("after the new reset timeout the probe got %d, want the upstream's 502", resp.StatusCode)
+	}
+	if got := testutil.ToFloat64(tp.metrics.reloads.WithLabelValues("ok")); got != 2 {
+		t.Fatalf("reloads ok = %v, want 2", got)
+	}
+}
+
+// TestReloadDropsNoConnection: a request in flight while the config is
+// swapped completes, and the client's kept-alive connection is reused
+// afterwards.
+func TestReloadDropsNoConnection(t *testing.T) {
+	arrived, release := make(chan struct{}), make(chan struct{})
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/m2/slow.jar" {
+			close(arrived)
+			<-release
+		}
+		io.WriteString(w, "artifact")
+	})
+	text := biMavenChain(3, 10, up.URL+"/m2")
+	tp := newTestProxy(t, text, nil)
+	client := proxyClient(t, tp, nil)
+	type result struct {
+		status int
+		body   string
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := client.Get(up.URL + "/m2/slow.jar")
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		done <- result{status: resp.StatusCode, body: string(b), err: err}
+	}()
+	<-arrived
+	tp.Reload(loadTestConfig(t, biMavenChain(9, 60, up.URL+"/m2"), nil))
+	close(release)
+	if r := <-done; r.err != nil || r.status != 200 || r.body != "artifact" {
+		t.Fatalf("in-flight request across a reload: %d %q %v", r.status, r.body, r.err)
+	}
+
+	reused := false
+	req, _ := http.NewRequest("GET", up.URL+"/m2/next.jar", nil)
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) { reused = info.Reused },
+	}))
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !reused {
+		t.Fatalf("after the reload: %d, connection reused %v", resp.StatusCode, reused)
+	}
+	if s := ixState(t, tp, "maven:"+up.URL+"/m2"); s.Threshold != 9 {
+		t.Fatalf("threshold %d after reload, want 9", s.Threshold)
+	}
+}

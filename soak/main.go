@@ -1,0 +1,250 @@
+// Command soak is nora-breaker's chaos soak: it runs the real binary as a
+// separate process in front of fake docker, maven, pypi and npm registries
+// (two upstreams each, on loopback), keeps 128 client connections busy with
+// mixed traffic while toxiproxy cycles the primaries through refused,
+// black-holed, reset and slow, and then checks that every answer was one the
+// SPEC allows, that rejections were fast, that the breakers followed the
+// faults, and that the process returned to its idle footprint.
+//
+//	go run ./soak -duration 2m
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// options of one soak run.
+type options struct {
+	duration  time.Duration
+	conns     int
+	faultLen  time.Duration
+	healthy   time.Duration
+	bin       string
+	toxiproxy string
+	work      string
+	stale     bool
+}
+
+func main() {
+	var o options
+	flag.DurationVar(&o.duration, "duration", 2*time.Minute, "how long the load runs")
+	flag.IntVar(&o.conns, "conns", 128, "concurrent client connections")
+	flag.DurationVar(&o.faultLen, "fault", 4*time.Second, "length of each fault window")
+	flag.DurationVar(&o.healthy, "healthy", 4*time.Second, "length of each healthy window")
+	flag.StringVar(&o.bin, "bin", "soak/.work/nora-breaker", "nora-breaker binary (built with scripts/build.sh if missing)")
+	flag.StringVar(&o.toxiproxy, "toxiproxy", ".tools/toxiproxy-server", "toxiproxy server binary")
+	flag.StringVar(&o.work, "work", "soak/.work", "scratch directory")
+	flag.BoolVar(&o.stale, "stale", true, "turn the stale cache on")
+	flag.Parse()
+	ctx, stop := signalContext()
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "soak: FAIL:", err)
+		os.Exit(1)
+	}
+	fmt.Println("soak: PASS")
+}
+
+// env is everything a run started; close stops it all.
+type env struct {
+	fakes     []*fake
+	procs     []*exec.Cmd
+	proxyURL  *url.URL
+	admin     string
+	primaries []string // breaker keys
+	secondary []string
+	toxi      *toxi
+	toxNames  []string
+	targets   []target
+	secNames  map[string]bool
+}
+
+func (e *env) close() {
+	for _, p := range e.procs {
+		if p.Process != nil {
+			_ = p.Process.Signal(syscall.SIGTERM)
+			done := make(chan struct{})
+			go func() { _ = p.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				_ = p.Process.Kill()
+			}
+		}
+	}
+	for _, f := range e.fakes {
+		f.close()
+	}
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// startProc starts a child process (its own process group, output to log).
+func startProc(work, name string, args ...string) (*exec.Cmd, error) {
+	logf, err := os.Create(filepath.Join(work, filepath.Base(name)+".log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	return cmd, nil
+}
+
+var formats = []string{"docker", "maven", "pypi", "npm"}
+
+// upstreamPath is the path part of a format's upstream URL.
+func upstreamPath(format string) string {
+	switch format {
+	case "maven":
+		return "/maven2"
+	case "pypi":
+		return "/simple"
+	}
+	return ""
+}
+
+// setup starts the fakes, toxiproxy and nora-breaker.
+func setup(ctx context.Context, o options) (*env, error) {
+	e := &env{secNames: map[string]bool{}}
+	toxAPI, err := freeAddr()
+	if err != nil {
+		return e, err
+	}
+	cmd, err := startProc(o.work, o.toxiproxy, "-host", "127.0.0.1", "-port", strings.Split(toxAPI, ":")[1])
+	if err != nil {
+		return e, err
+	}
+	e.procs = append(e.procs, cmd)
+	e.toxi = &toxi{api: "http://" + toxAPI, client: &http.Client{Timeout: 5 * time.Second}}
+	if err := e.toxi.waitReady(ctx); err != nil {
+		return e, err
+	}
+	urls := map[string][2]string{}
+	for _, f := range formats {
+		a, err := startFake(f, f+"-a")
+		if err != nil {
+			return e, err
+		}
+		b, err := startFake(f, f+"-b")
+		if err != nil {
+			return e, err
+		}
+		e.fakes = append(e.fakes, a, b)
+		listen, err := freeAddr()
+		if err != nil {
+			return e, err
+		}
+		name := f + "-primary"
+		if err := e.toxi.create(ctx, name, listen, a.addr); err != nil {
+			return e, err
+		}
+		e.toxNames = append(e.toxNames, name)
+		pa, pb := "http://"+listen+upstreamPath(f), "http://"+b.addr+upstreamPath(f)
+		urls[f] = [2]string{pa, pb}
+		e.primaries = append(e.primaries, f+":"+pa)
+		e.secondary = append(e.secondary, f+":"+pb)
+		e.secNames[b.name] = true
+		e.targets = append(e.targets, target{format: f, method: http.MethodGet, url: pa + artifactPath(f, false), primary: a.name})
+		if f == "maven" || f == "docker" {
+			e.targets = append(e.targets, target{format: f, method: http.MethodGet, url: pa + artifactPath(f, true),
+				primary: a.name, missing: true})
+		}
+		if f == "maven" || f == "npm" {
+			e.targets = append(e.targets, target{format: f, method: http.MethodPut, url: pa + artifactPath(f, false), primary: a.name})
+		}
+	}
+	return e, startProxy(ctx, o, e, urls)
+}
+
+// startProxy writes the config and starts nora-breaker.
+func startProxy(ctx context.Context, o options, e *env, urls map[string][2]string) error {
+	listen, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	admin, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	staleLine := ""
+	if o.stale {
+		staleLine = fmt.Sprintf("stale_dir = %q\n", filepath.Join(o.work, "stale"))
+	}
+	conf := fmt.Sprintf(`[circuit_breaker]
+enabled = true
+failure_threshold = 5
+reset_timeout = 2
+[registries]
+enable = "docker,maven,pypi,npm"
+[docker]
+proxy_timeout = 1
+read_timeout = 1
+[[docker.upstreams]]
+url = %q
+[[docker.upstreams]]
+url = %q
+[maven]
+proxies = [%q, %q]
+proxy_timeout = 1
+[pypi]
+proxies = [%q, %q]
+proxy_timeout = 1
+[npm]
+proxies = [%q, %q]
+proxy_timeout = 1
+[sidecar]
+listen = %q
+admin_listen = %q
+dial_timeout = "1s"
+log_level = "warn"
+%s`, urls["docker"][0], urls["docker"][1], urls["maven"][0], urls["maven"][1], urls["pypi"][0], urls["pypi"][1],
+		urls["npm"][0], urls["npm"][1], listen, admin, staleLine)
+	path := filepath.Join(o.work, "config.toml")
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		return err
+	}
+	cmd, err := startProc(o.work, o.bin, "serve", "--config", path)
+	if err != nil {
+		return err
+	}
+	e.procs = append([]*exec.Cmd{cmd}, e.procs...)
+	e.proxyURL = &url.URL{Scheme: "http", Host: listen}
+	e.admin = "http://" + admin
+	c := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := c.Get(e.admin + "/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("nora-breaker not ready at %s (see %s)", e.admin, filepath.Join(o.work, "nora-breaker.log"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
