@@ -69,6 +69,7 @@ log_level = %[10]q
 log_format = "json"
 `, up, loop(e.upHole), benchDomain, e.upHTTPS, n.listen, n.admin, e.caCert, e.caKey, e.upCertPath,
 		e.opts.logLevel)
+	b.WriteString(n.extra.sidecar)
 	hosts := make([]string, aliases)
 	for i := range hosts {
 		hosts[i] = fmt.Sprintf("%q", aliasHost(i))
@@ -78,6 +79,7 @@ log_format = "json"
 	for i := range aliases {
 		fmt.Fprintf(&b, "%q = %q\n", fmt.Sprintf("%s:%d", aliasHost(i), e.upHTTPS), loop(e.upHTTPS))
 	}
+	b.WriteString(n.extra.tables)
 	return b.String()
 }
 

@@ -174,18 +174,30 @@ func (e *env) close() {
 type nora struct {
 	proc          *proc
 	listen, admin string
+	// extra is configuration the generic one lacks (the fleet rows add
+	// shared state and a shorter reset_timeout).
+	extra noraExtra
 }
+
+// noraExtra is added to the generated configuration: sidecar lines go at
+// the end of [sidecar], tables at the end of the file.
+type noraExtra struct{ sidecar, tables string }
 
 func (n *nora) url() string { return "http://" + n.listen }
 
 // startNora writes a fresh configuration (new ports; aliases extra host
 // names for the HTTPS upstream) and starts nora-breaker with it.
 func (e *env) startNora(tag string, aliases int) (*nora, error) {
+	return e.startNoraWith(tag, aliases, noraExtra{})
+}
+
+// startNoraWith is startNora with extra configuration.
+func (e *env) startNoraWith(tag string, aliases int, extra noraExtra) (*nora, error) {
 	ports, err := freePorts(2)
 	if err != nil {
 		return nil, err
 	}
-	n := &nora{listen: loop(ports[0]), admin: loop(ports[1])}
+	n := &nora{listen: loop(ports[0]), admin: loop(ports[1]), extra: extra}
 	conf := filepath.Join(e.dir, "nora-"+tag+".toml")
 	if err := os.WriteFile(conf, []byte(e.noraConf(n, aliases)), 0o644); err != nil {
 		return nil, err

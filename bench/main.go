@@ -67,7 +67,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.quick, "quick", false, "smoke run: one round, small counts, peers skipped if not installed")
 	fs.BoolVar(&o.noPeers, "no-peers", false, "do not start tinyproxy and squid")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work folder (configs, logs) after the run")
-	fs.StringVar(&only, "only", "", "comma-separated sections: closed,fastfail,fallback,streaming,outage,memory,interception")
+	fs.StringVar(&only, "only", "", "comma-separated sections: closed,fastfail,fallback,streaming,outage,fleet,memory,interception")
 	fs.StringVar(&o.logLevel, "log-level", "info", "nora-breaker log_level (info writes one line per request)")
 	rounds := fs.Int("rounds", 0, "rounds per figure (default 5, quick 1)")
 	if err := fs.Parse(args); err != nil {
@@ -194,8 +194,14 @@ func runSections(e *env, rep *report) error {
 	for _, s := range []struct {
 		name string
 		fn   func(*env, *report) error
-	}{{"outage", outageCost}, {"memory", memory}, {"interception", interception}} {
+	}{{"outage", outageCost}, {"fleet", fleetCost}, {"memory", memory}, {"interception", interception}} {
 		if !o.want(s.name) {
+			continue
+		}
+		// The fleet rows take minutes (several probe periods per run):
+		// full runs only, unless asked for by name.
+		if s.name == "fleet" && o.quick && !slices.Contains(o.only, "fleet") {
+			fmt.Fprintln(os.Stderr, "bench: fleet skipped in --quick (--only fleet runs it)")
 			continue
 		}
 		fmt.Fprintf(os.Stderr, "bench: %s …\n", s.name)

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The fleet workload: fleetRequests GETs for the black-holed npm upstream,
+// issued at fleetRate per second whatever the answers (CI jobs arrive on
+// their own schedule), request i through process i mod N. The npm key's
+// reset_timeout is cut to fleetReset so that the run spans several probe
+// periods: sharing changes the learning and the probes.
+const (
+	fleetRequests = 200
+	fleetRate     = 20
+	fleetReset    = 2 * time.Second
+)
+
+// fleetCost: N nora-breaker processes in front of one black-holed upstream,
+// alone and sharing breaker state through a redis-server the harness starts
+// on loopback. Without redis-server the shared rows are skipped with a note.
+func fleetCost(e *env, rep *report) error {
+	redisURL, err := e.startRedis()
+	if err != nil {
+		return err
+	}
+	sizes := []int{3, 5}
+	reached, waited := series{}, series{}
+	for r := range e.opts.outageRounds {
+		for _, size := range sizes {
+			for _, shared := range []bool{false, true} {
+				if shared && redisURL == "" {
+					continue
+				}
+				name := fleetName(size, shared)
+				hits, wait, err := e.fleetRound(fmt.Sprintf("fleet-%d-%d-%t", r, size, shared), size, redisURL, shared)
+				if err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+				reached.add(name, float64(hits))
+				waited.add(name, wait.Seconds())
+				fmt.Fprintf(os.Stderr, "bench: fleet %s round %d: %d reached the dead upstream, clients waited %s\n",
+					name, r+1, hits, wait.Round(time.Millisecond))
+			}
+		}
+	}
+	sec := fmt.Sprintf("fleet outage cost (%d req at %d/s round-robin, black hole)", fleetRequests, fleetRate)
+	for _, size := range sizes {
+		alone, shared := fleetName(size, false), fleetName(size, true)
+		rep.add(row{section: sec, target: alone, figure: "requests reaching upstream", unit: unitCount,
+			value: reached.med(alone)},
+			row{section: sec, target: alone, figure: "client wait (sum)", unit: unitDur, value: waited.med(alone)})
+		if redisURL == "" {
+			rep.add(row{section: sec, target: shared + " (skipped: redis-server not installed)",
+				figure: "requests reaching upstream", unit: unitCount})
+			continue
+		}
+		h := row{section: sec, target: shared, figure: "requests reaching upstream", unit: unitCount,
+			value: reached.med(shared), base: reached.med(alone), goal: "< alone"}
+		h.met = verdict(h.value < h.base)
+		w := row{section: sec, target: shared, figure: "client wait (sum)", unit: unitDur,
+			value: waited.med(shared), base: waited.med(alone), goal: "< alone"}
+		w.met = verdict(w.value < w.base)
+		rep.add(h, w)
+	}
+	return nil
+}
+
+func fleetName(size int, shared bool) string {
+	if shared {
+		return fmt.Sprintf("%d processes, shared state", size)
+	}
+	return fmt.Sprintf("%d processes, alone", size)
+}
+
+// startRedis starts redis-server on a loopback port (no persistence) and
+// returns its URL, or "" when it is not installed.
+func (e *env) startRedis() (string, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench: redis-server not installed, shared-state fleet rows skipped "+
+			"(bash sharedstate/install-redis.sh installs it)")
+		return "", nil
+	}
+	ports, err := freePorts(1)
+	if err != nil {
+		return "", err
+	}
+	p, err := startProc("redis-server", filepath.Join(e.dir, "redis.log"), bin, "--port", strconv.Itoa(ports[0]),
+		"--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	if err != nil {
+		return "", err
+	}
+	e.procs = append(e.procs, p)
+	if err := waitListening(p, loop(ports[0]), 10*time.Second); err != nil {
+		return "", err
+	}
+	return "redis://" + loop(ports[0]) + "/0", nil
+}
+
+// fleetRound starts a fresh fleet (its own Redis prefix, so no state from
+// an earlier round), runs the workload and stops the fleet. It returns the
+// requests the black hole saw and the summed client latency.
+func (e *env) fleetRound(tag string, size int, redisURL string, shared bool) (int64, time.Duration, error) {
+	extra := noraExtra{tables: fmt.Sprintf("\n[circuit_breaker.overrides.npm]\nreset_timeout = %d\n",
+		int(fleetReset.Seconds()))}
+	if shared {
+		extra.sidecar = fmt.Sprintf("shared_state = %q\nshared_state_prefix = %q\n", redisURL, "bench-"+tag)
+	}
+	fleet := make([]*nora, 0, size)
+	defer func() {
+		for _, n := range fleet {
+			e.stopNora(n)
+		}
+	}()
+	for i := range size {
+		n, err := e.startNoraWith(fmt.Sprintf("%s-%d", tag, i), 0, extra)
+		if err != nil {
+			return 0, 0, err
+		}
+		fleet = append(fleet, n)
+	}
+	if shared {
+		for _, n := range fleet {
+			if err := n.waitShared(10 * time.Second); err != nil {
+				return 0, 0, err
+			}
+		}
+	}
+	before, err := e.holes()
+	if err != nil {
+		return 0, 0, err
+	}
+	wait, bad, firstErr := fleetLoad(fleet, e.holeURL())
+	after, err := e.holes()
+	if err != nil {
+		return 0, 0, err
+	}
+	if bad > 0 {
+		fmt.Fprintf(os.Stderr, "bench: fleet %s: %d of %d requests failed at the client (first: %s)\n",
+			tag, bad, fleetRequests, firstErr)
+	}
+	return after - before, wait, nil
+}
+
+// fleetLoad issues the workload and returns the summed latency, the
+// requests that got no HTTP answer, and the first such error. The proxy's
+// answers for a dead upstream (504 after proxy_timeout, or 503 at once once
+// the breaker is open) are expected.
+func fleetLoad(fleet []*nora, url string) (time.Duration, int64, string) {
+	clients := make([]*http.Client, len(fleet))
+	for i, n := range fleet {
+		clients[i] = newClient(clientOpts{conns: fleetRequests, proxy: n.url(), timeout: 30 * time.Second})
+	}
+	var (
+		wait, bad atomic.Int64
+		once      sync.Once
+		firstErr  string
+		wg        sync.WaitGroup
+	)
+	tick := time.NewTicker(time.Second / fleetRate)
+	defer tick.Stop()
+	for i := range fleetRequests {
+		if i > 0 {
+			<-tick.C
+		}
+		c := clients[i%len(fleet)]
+		wg.Go(func() {
+			t0 := time.Now()
+			status, err := fetch(c, url)
+			wait.Add(int64(time.Since(t0)))
+			if err != nil || (status != http.StatusServiceUnavailable && status != http.StatusGatewayTimeout) {
+				bad.Add(1)
+				once.Do(func() { firstErr = fmt.Sprintf("status %d, err %v", status, err) })
+			}
+		})
+	}
+	wg.Wait()
+	return time.Duration(wait.Load()), bad.Load(), firstErr
+}
+
+// waitShared polls /health until the process shares state with the fleet.
+func (n *nora) waitShared(limit time.Duration) error {
+	c := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		var h struct {
+			SharedState string `json:"shared_state"`
+		}
+		resp, err := c.Get("http://" + n.admin + "/health")
+		if err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&h)
+			resp.Body.Close()
+		}
+		if err == nil && h.SharedState == "up" {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("%s: shared_state not up after %s", n.listen, limit)
+}
