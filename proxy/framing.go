@@ -135,40 +135,70 @@ func isHeadEnd(head []byte) bool {
 	return bytes.HasSuffix(trimmed, []byte("\n\n")) || bytes.HasSuffix(trimmed, []byte("\n\r\n"))
 }
 
-// endHead inspects a complete head and sets up the body state.
+// endHead inspects a complete head and sets up the body state. It walks the
+// head in place, without splitting it into strings: it runs for every
+// request on the plain port.
 func (c *framingConn) endHead() bool {
-	head := string(bytes.TrimLeft(c.head, "\r\n"))
-	c.head = c.head[:0]
-	lines := strings.Split(head, "\n")
-	method, _, _ := strings.Cut(lines[0], " ")
+	head := bytes.TrimLeft(c.head, "\r\n")
+	first := true
+	var method []byte
 	var cl, te, upgrade bool
 	var length int64
-	for _, l := range lines[1:] {
-		name, value, ok := strings.Cut(l, ":")
+	for len(head) > 0 {
+		line := head
+		if i := bytes.IndexByte(head, '\n'); i >= 0 {
+			line, head = head[:i], head[i+1:]
+		} else {
+			head = nil
+		}
+		if first {
+			method, _, _ = bytes.Cut(line, []byte(" "))
+			first = false
+			continue
+		}
+		name, value, ok := bytes.Cut(line, []byte(":"))
 		if !ok {
 			continue
 		}
-		value = strings.TrimSpace(value)
-		switch strings.ToLower(strings.TrimSpace(name)) {
-		case "content-length":
+		name = bytes.TrimSpace(name)
+		switch {
+		case asciiEqualFold(name, "content-length"):
 			cl = true
-			length, _ = strconv.ParseInt(value, 10, 64)
-		case "transfer-encoding":
+			length, _ = strconv.ParseInt(string(bytes.TrimSpace(value)), 10, 64)
+		case asciiEqualFold(name, "transfer-encoding"):
 			te = true
-		case "upgrade":
+		case asciiEqualFold(name, "upgrade"):
 			upgrade = true
 		}
 	}
+	c.head = c.head[:0]
 	switch {
 	case cl && te:
 		return false
-	case method == "CONNECT" || upgrade:
+	case string(method) == "CONNECT" || upgrade:
 		// What follows is a tunnel or another protocol, not HTTP/1.
 		c.stopped = true
 	case te:
 		c.state = inChunkSize
 	case length > 0:
 		c.state, c.remain = inBody, length
+	}
+	return true
+}
+
+// asciiEqualFold compares a header name with a lower-case constant.
+func asciiEqualFold(b []byte, lower string) bool {
+	if len(b) != len(lower) {
+		return false
+	}
+	for i := range b {
+		c := b[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
 	}
 	return true
 }
