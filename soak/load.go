@@ -106,6 +106,7 @@ type loadConfig struct {
 	targets     []target
 	secondaries map[string]bool
 	hangLimit   time.Duration // an answer slower than this is a hang
+	think       time.Duration // mean pause between a worker's requests
 }
 
 // runLoad keeps cfg.conns workers busy until ctx ends.
@@ -123,7 +124,8 @@ func runLoad(ctx context.Context, cfg loadConfig, st *stats) *http.Transport {
 			for ctx.Err() == nil {
 				t := cfg.targets[rng.IntN(len(cfg.targets))]
 				one(client, t, cfg, st)
-				time.Sleep(time.Duration(10+rng.IntN(30)) * time.Millisecond)
+				// Pauses spread over [think/2, 3·think/2) keep the workers out of step.
+				time.Sleep(cfg.think/2 + time.Duration(rng.Int64N(int64(cfg.think)+1)))
 			}
 		}(uint64(i))
 	}

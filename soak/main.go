@@ -34,6 +34,8 @@ type options struct {
 	toxiproxy string
 	work      string
 	stale     bool
+	think     time.Duration
+	rejectP99 time.Duration
 }
 
 func main() {
@@ -46,6 +48,8 @@ func main() {
 	flag.StringVar(&o.toxiproxy, "toxiproxy", ".tools/toxiproxy-server", "toxiproxy server binary")
 	flag.StringVar(&o.work, "work", "soak/.work", "scratch directory")
 	flag.BoolVar(&o.stale, "stale", true, "turn the stale cache on")
+	flag.DurationVar(&o.rejectP99, "reject-p99", 5*time.Millisecond, "limit for the p99 latency of rejected requests")
+	flag.DurationVar(&o.think, "think", 100*time.Millisecond, "mean pause of a client between requests")
 	flag.Parse()
 	ctx, stop := signalContext()
 	defer stop()

@@ -17,7 +17,6 @@ import (
 const (
 	goroutineSlack = 10
 	fdSlack        = 5
-	rejectLimit    = 5 * time.Millisecond
 )
 
 func signalContext() (context.Context, context.CancelFunc) {
@@ -59,7 +58,7 @@ func run(ctx context.Context, o options) error {
 	defer stopLoad()
 	st := newStats()
 	cfg := loadConfig{proxy: e.proxyURL, conns: o.conns, targets: e.targets, secondaries: e.secNames,
-		hangLimit: 5 * time.Second}
+		hangLimit: 5 * time.Second, think: o.think}
 	schedDone := make(chan []window, 1)
 	go func() { schedDone <- cycleFaults(loadCtx, e, o) }()
 	started := time.Now()
@@ -153,22 +152,24 @@ func cycleFaults(ctx context.Context, e *env, o options) []window {
 			break
 		}
 		f := order[i%len(order)]
+		// A window ends before the next one's change is made, so nothing
+		// the change causes is judged against the window before it.
+		cur.end = time.Now()
+		ws = append(ws, cur)
 		for _, n := range e.toxNames {
 			if err := e.toxi.apply(apiCtx, n, f); err != nil {
 				fmt.Fprintln(os.Stderr, "soak:", err)
 			}
 		}
-		cur.end = time.Now()
-		ws = append(ws, cur)
 		cur = window{f: f, start: time.Now()}
 		ok := wait(o.faultLen)
+		cur.end = time.Now()
+		ws = append(ws, cur)
 		for _, n := range e.toxNames {
 			if err := e.toxi.heal(apiCtx, n, f); err != nil {
 				fmt.Fprintln(os.Stderr, "soak:", err)
 			}
 		}
-		cur.end = time.Now()
-		ws = append(ws, cur)
 		cur = window{f: faultNone, start: time.Now()}
 		if !ok {
 			break
@@ -204,8 +205,8 @@ func report(o options, e *env, st *stats, rec *recorder, ws []window, base, afte
 	}
 	if len(st.rejected) == 0 {
 		problems = append(problems, "no request was rejected: the faults did not open any breaker")
-	} else if p99 >= rejectLimit {
-		problems = append(problems, fmt.Sprintf("rejection p99 %v ≥ %v", p99, rejectLimit))
+	} else if p99 >= o.rejectP99 {
+		problems = append(problems, fmt.Sprintf("rejection p99 %v ≥ %v", p99, o.rejectP99))
 	}
 	bp, summary := checkBreakers(rec.all(), ws, e.primaries, e.secondary)
 	for _, l := range summary {

@@ -36,6 +36,12 @@ type Options struct {
 	Now func() time.Time
 	// Registerer receives the nora_sidecar_stale_cache_* series.
 	Registerer prometheus.Registerer
+	// RefreshAfter is how long a stored copy is kept before an answer to the
+	// same request replaces it; zero means 30 s. Negative means always.
+	RefreshAfter time.Duration
+	// MaxWriters bounds the writes in flight; zero means 64. Beyond it
+	// answers are simply not stored.
+	MaxWriters int
 	// Logger receives write errors and load findings; keys are never logged
 	// (they hold URLs with query values), only their hashes.
 	Logger zerolog.Logger
@@ -54,11 +60,15 @@ type Cache struct {
 	// the disk agree about which body a key names. Lookups never take it.
 	commitMu sync.Mutex
 
-	mu     sync.Mutex // guards the fields below
-	index  map[string]*item
-	lru    *list.List // of *item; front is the most recently used
-	bytes  int64
-	closed bool
+	mu    sync.Mutex // guards the fields below
+	index map[string]*item
+	// writing holds the keys with a write in flight (Tee to commit).
+	writing      map[string]bool
+	maxWriters   int
+	refreshAfter time.Duration
+	lru          *list.List // of *item; front is the most recently used
+	bytes        int64
+	closed       bool
 	// seq numbers finished bodies in the order they completed, so that of
 	// two writes of one key the one that finished last wins even when the
 	// background commits run in the other order.
@@ -96,6 +106,12 @@ func Open(o Options) (*Cache, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.RefreshAfter == 0 {
+		o.RefreshAfter = 30 * time.Second
+	}
+	if o.MaxWriters <= 0 {
+		o.MaxWriters = 64
+	}
 	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("stale cache: %w", err)
 	}
@@ -107,13 +123,16 @@ func Open(o Options) (*Cache, error) {
 		dir:      o.Dir,
 		maxBytes: o.MaxBytes,
 		// An object larger than the whole cache could never stay in it.
-		maxObject: min(o.MaxObjectBytes, o.MaxBytes),
-		now:       o.Now,
-		log:       o.Logger.With().Str("component", "stale").Logger(),
-		m:         m,
-		index:     make(map[string]*item),
-		lru:       list.New(),
-		syncFile:  (*os.File).Sync,
+		maxObject:    min(o.MaxObjectBytes, o.MaxBytes),
+		now:          o.Now,
+		log:          o.Logger.With().Str("component", "stale").Logger(),
+		m:            m,
+		index:        make(map[string]*item),
+		writing:      make(map[string]bool),
+		maxWriters:   o.MaxWriters,
+		refreshAfter: o.RefreshAfter,
+		lru:          list.New(),
+		syncFile:     (*os.File).Sync,
 	}
 	if err := c.load(); err != nil {
 		return nil, err

@@ -47,6 +47,11 @@ func newTestCache(t testing.TB, o Options) (*Cache, *prometheus.Registry) {
 	if o.Now == nil {
 		o.Now = newClock().Now
 	}
+	if o.RefreshAfter == 0 {
+		// Most tests check what a replacement does; the refresh interval
+		// has its own tests.
+		o.RefreshAfter = -1
+	}
 	c, err := Open(o)
 	if err != nil {
 		t.Fatalf("Open: %v", err)

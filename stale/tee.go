@@ -32,16 +32,14 @@ func (c *Cache) Tee(key string, resp *http.Response) {
 	if key == "" || resp == nil || resp.Body == nil || resp.ContentLength > c.maxObject {
 		return
 	}
-	c.mu.Lock()
-	closed := c.closed
-	c.mu.Unlock()
-	if closed {
+	if !c.startWriting(key) {
 		return
 	}
 	hash := keyHash(key)
 	dir := c.subdir(hash)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		c.writeError(err, hash, "create directory")
+		c.doneWriting(key)
 		return
 	}
 	// The random middle part of the temp name becomes the body's unique name,
@@ -49,6 +47,7 @@ func (c *Cache) Tee(key string, resp *http.Response) {
 	f, err := os.CreateTemp(dir, hash+".*"+bodySuffix+tmpSuffix)
 	if err != nil {
 		c.writeError(err, hash, "create temp file")
+		c.doneWriting(key)
 		return
 	}
 	resp.Body = &teeBody{
@@ -65,6 +64,32 @@ func (c *Cache) Tee(key string, resp *http.Response) {
 		f:    f,
 		w:    bufio.NewWriterSize(f, teeBufferSize),
 	}
+}
+
+// startWriting claims key for one write. It refuses when the cache is
+// closed, when the key is already being written (a hot URL fetched by many
+// clients at once needs one copy, not one per client), when the stored copy
+// is younger than the refresh interval, or when too many writes are in
+// flight: the cache must never make work pile up behind a busy disk.
+func (c *Cache) startWriting(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.closed, c.writing[key], len(c.writing) >= c.maxWriters:
+		return false
+	}
+	if it := c.index[key]; it != nil && c.now().Sub(it.meta.StoredAt) < c.refreshAfter {
+		return false
+	}
+	c.writing[key] = true
+	return true
+}
+
+// doneWriting releases the claim startWriting took.
+func (c *Cache) doneWriting(key string) {
+	c.mu.Lock()
+	delete(c.writing, key)
+	c.mu.Unlock()
 }
 
 // pending is what a finished body needs to become an entry.
@@ -151,6 +176,7 @@ func (t *teeBody) abandon() {
 	name := t.f.Name()
 	t.f.Close()
 	t.f, t.w = nil, nil
+	t.c.doneWriting(t.p.key)
 	if err := os.Remove(name); err != nil {
 		t.c.log.Warn().Err(err).Str("entry", t.p.hash).Msg("stale cache: cannot remove temp file")
 	}
@@ -175,6 +201,7 @@ func (t *teeBody) finish() {
 	t.f, t.w = nil, nil
 	go func() {
 		defer c.commits.Done()
+		defer c.doneWriting(p.key)
 		if err := c.commit(&p); err != nil {
 			c.writeError(err, p.hash, "commit")
 		}
