@@ -20,5 +20,8 @@ bash charts/test.sh
 echo "== end-to-end suite (real registries, clients and toxiproxy on loopback)"
 bash e2e/run.sh
 
+echo "== chaos soak (short; the full 2-minute run is bash soak/run.sh)"
+bash soak/run.sh 40s
+
 echo "== benchmark harness smoke run (figures for BENCHMARKS.md come from a full run)"
 go run ./bench --quick --no-peers
