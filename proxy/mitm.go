@@ -149,12 +149,14 @@ func (h *innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.relayUpgrade(w, resp)
 		return
 	}
-	writeInner(w, resp)
+	writeInner(w, resp, h.p.bufs)
 }
 
-// writeInner sends resp to the client, streaming the body with a flush after
-// every read so slow upstream bodies reach the client as they arrive.
-func writeInner(w http.ResponseWriter, resp *http.Response) {
+// writeInner sends resp to the client, streaming the body through a pooled
+// buffer. It flushes when the upstream had less than a buffer's worth ready,
+// so slow bodies reach the client as they arrive while large ones stream in
+// full buffers without a flush per write.
+func writeInner(w http.ResponseWriter, resp *http.Response, bufs *sync.Pool) {
 	hdr := w.Header()
 	for k, vv := range resp.Header {
 		hdr[k] = vv
@@ -164,14 +166,18 @@ func writeInner(w http.ResponseWriter, resp *http.Response) {
 	}
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
-	buf := make([]byte, 32<<10)
+	bp := bufs.Get().(*[]byte)
+	defer bufs.Put(bp)
+	buf := *bp
 	for {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return
 			}
-			_ = rc.Flush()
+			if n < len(buf) {
+				_ = rc.Flush()
+			}
 		}
 		if errors.Is(err, io.EOF) {
 			break

@@ -55,6 +55,8 @@ type Proxy struct {
 	certs    *certs.Store
 	metrics  *metrics
 	shared   *sharedstate.Client // nil unless shared_state is set
+	// bufs recycles the buffers response bodies are copied through.
+	bufs *sync.Pool
 	// preDialed holds tunnel connections dialed while deciding a CONNECT,
 	// keyed by the CONNECT request, until goproxy asks for them.
 	preDialed sync.Map
@@ -76,7 +78,7 @@ func New(cfg *config.Config, deps Deps) (*Proxy, error) {
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
-	p := &Proxy{deps: deps, log: deps.Logger, now: deps.Now, started: deps.Now()}
+	p := &Proxy{deps: deps, log: deps.Logger, now: deps.Now, started: deps.Now(), bufs: newCopyBufs()}
 	p.state.Store(&runtimeState{cfg: cfg, table: NewTable(cfg.Upstreams)})
 	var err error
 	if p.metrics, err = newMetrics(deps.Registry); err != nil {
@@ -217,9 +219,8 @@ func (p *Proxy) buildGoproxy() {
 // Handler is the proxy listener's handler.
 func (p *Proxy) Handler() http.Handler {
 	idle := p.state.Load().cfg.Sidecar.IdleTimeout
-	bufs := newCopyBufs()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.gp.ServeHTTP(&clientWriter{ResponseWriter: w, idle: idle, bufs: bufs}, r)
+		p.gp.ServeHTTP(&clientWriter{ResponseWriter: w, idle: idle, bufs: p.bufs}, r)
 	})
 }
 
