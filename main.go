@@ -40,6 +40,7 @@ const usage = `usage:
   nora-breaker check-config [--config FILE]
   nora-breaker status [--admin URL]
   nora-breaker ca init --out DIR
+  nora-breaker ca install-key --from FILE --to FILE
   nora-breaker version
 `
 
@@ -112,8 +113,11 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 }
 
 func caCommand(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "install-key" {
+		return caInstallKey(args[1:], stderr)
+	}
 	if len(args) == 0 || args[0] != "init" {
-		fmt.Fprintf(stderr, "usage: nora-breaker ca init --out DIR\n")
+		fmt.Fprintf(stderr, "usage: nora-breaker ca init --out DIR | ca install-key --from FILE --to FILE\n")
 		return cli.ExitUsage
 	}
 	fs := newFlagSet("ca init", stderr)
@@ -129,6 +133,23 @@ func caCommand(args []string, stdout, stderr io.Writer) int {
 		return cli.ExitRuntime
 	}
 	fmt.Fprint(stdout, certs.TrustInstructions(certPath, *proxyURL))
+	return cli.ExitOK
+}
+
+// caInstallKey copies a CA key to an owner-only file (used by the Helm
+// chart's init container; see certs.InstallKey).
+func caInstallKey(args []string, stderr io.Writer) int {
+	fs := newFlagSet("ca install-key", stderr)
+	from := fs.String("from", "", "CA key to copy (e.g. from a Secret volume)")
+	to := fs.String("to", "", "where to write the 0400 copy")
+	if fs.Parse(args) != nil || *from == "" || *to == "" || fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "usage: nora-breaker ca install-key --from FILE --to FILE\n")
+		return cli.ExitUsage
+	}
+	if err := certs.InstallKey(*from, *to); err != nil {
+		fmt.Fprintf(stderr, "ca install-key: %v\n", err)
+		return cli.ExitRuntime
+	}
 	return cli.ExitOK
 }
 

@@ -201,8 +201,11 @@ func TestCAKeyReadableOnlyByProxy(t *testing.T) {
 			if *copier.SecurityContext.RunAsUser != *proxy.SecurityContext.RunAsUser {
 				t.Error("the copier must run as the proxy's user, so the copy belongs to it")
 			}
-			if cmd := strings.Join(copier.Command, " "); !strings.Contains(cmd, "chmod 0400 /ca-key/ca-key.pem") {
-				t.Errorf("copier command %q does not make the key 0400", cmd)
+			if args := strings.Join(copier.Args, " "); args != "ca install-key --from /ca-secret/ca-key.pem --to /ca-key/ca-key.pem" {
+				t.Errorf("copier args %q do not install the key with nora-breaker ca install-key", args)
+			}
+			if copier.Image != proxy.Image {
+				t.Errorf("copier image %q is not the proxy's image %q", copier.Image, proxy.Image)
 			}
 			if m, ok := mountFor(proxy, caKeyPath); !ok || m.Name != "ca-key" {
 				t.Errorf("proxy ca_key %s is not on the ca-key volume", caKeyPath)

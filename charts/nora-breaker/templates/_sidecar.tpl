@@ -116,12 +116,17 @@ pod's fsGroup, so it must come before the sidecar.
 {{- $root := .root -}}
 {{- $kc := $root.Values.ca.keyCopier -}}
 - name: ca-key
-  image: {{ printf "%s:%s" $kc.image.repository $kc.image.tag }}
-  imagePullPolicy: {{ $kc.image.pullPolicy }}
-  command:
-    - sh
-    - -ec
-    - umask 077 && rm -f /ca-key/ca-key.pem && cp /ca-secret/ca-key.pem /ca-key/ca-key.pem && chmod 0400 /ca-key/ca-key.pem
+  # The proxy's own image: "ca install-key" checks the key parses and writes
+  # an owner-only copy, so no second image (and no shell) is needed.
+  image: {{ include "nora-breaker.image" $root }}
+  imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+  args:
+    - ca
+    - install-key
+    - --from
+    - /ca-secret/ca-key.pem
+    - --to
+    - /ca-key/ca-key.pem
   {{- with $kc.resources }}
   resources:
     {{- toYaml . | nindent 4 }}
