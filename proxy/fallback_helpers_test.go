@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"context"
-	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -32,23 +30,7 @@ func fbKeys(t testing.TB, tp *testProxy, format string) []string {
 // response with its body read.
 func fbDo(t testing.TB, c *http.Client, method, url string, hdr http.Header) (*http.Response, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(context.Background(), method, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range hdr {
-		req.Header[k] = v
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("%s %s: reading body: %v", method, url, err)
-	}
-	return resp, string(body)
+	return doRequest(t, c, method, url, nil, hdr)
 }
 
 // fbGet is fbDo for a plain GET.
@@ -60,13 +42,7 @@ func fbGet(t testing.TB, c *http.Client, url string) (*http.Response, string) {
 // fbSnap returns key's breaker snapshot.
 func fbSnap(t testing.TB, tp *testProxy, key string) breakerstate.Snapshot {
 	t.Helper()
-	for _, s := range tp.Breakers().Snapshot() {
-		if s.Key == key {
-			return s
-		}
-	}
-	t.Fatalf("no breaker %q", key)
-	return breakerstate.Snapshot{}
+	return snapshotOf(t, tp, key)
 }
 
 func fbForceOpen(t testing.TB, tp *testProxy, key string) {

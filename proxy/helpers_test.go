@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/config"
 )
 
@@ -101,11 +103,19 @@ func newTestProxy(t testing.TB, tomlText string, env map[string]string) *testPro
 
 func startProxy(t testing.TB, cfg *config.Config) *testProxy {
 	t.Helper()
-	clock := newFakeClock()
 	logs := &syncBuffer{}
+	tp := startProxyLogged(t, cfg, zerolog.New(logs).Level(zerolog.DebugLevel))
+	tp.Logs = logs
+	return tp
+}
+
+// startProxyLogged is startProxy with a logger of the test's choosing;
+// tp.Logs is left nil.
+func startProxyLogged(t testing.TB, cfg *config.Config, log zerolog.Logger) *testProxy {
+	t.Helper()
+	clock := newFakeClock()
 	reg := prometheus.NewRegistry()
-	p, err := New(cfg, Deps{Registry: reg, Logger: zerolog.New(logs).Level(zerolog.DebugLevel),
-		Now: clock.Now, Version: "test"})
+	p, err := New(cfg, Deps{Registry: reg, Logger: log, Now: clock.Now, Version: "test"})
 	if err != nil {
 		t.Fatalf("proxy.New: %v", err)
 	}
@@ -127,7 +137,42 @@ func startProxy(t testing.TB, cfg *config.Config) *testProxy {
 		}
 	})
 	return &testProxy{Proxy: p, URL: &url.URL{Scheme: "http", Host: proxyLn.Addr().String()},
-		AdminURL: "http://" + adminLn.Addr().String(), Clock: clock, Logs: logs, Registry: reg}
+		AdminURL: "http://" + adminLn.Addr().String(), Clock: clock, Registry: reg}
+}
+
+// doRequest sends one request through c and returns the response with its
+// body read and closed.
+func doRequest(t testing.TB, c *http.Client, method, url string, body io.Reader, hdr http.Header) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading body: %v", method, url, err)
+	}
+	return resp, string(b)
+}
+
+// snapshotOf returns key's breaker snapshot.
+func snapshotOf(t testing.TB, tp *testProxy, key string) breakerstate.Snapshot {
+	t.Helper()
+	for _, s := range tp.Breakers().Snapshot() {
+		if s.Key == key {
+			return s
+		}
+	}
+	t.Fatalf("no breaker %q", key)
+	return breakerstate.Snapshot{}
 }
 
 // proxyClient returns a client that sends everything through tp. roots, when

@@ -2,18 +2,14 @@ package proxy
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/nora-breaker/nora-breaker/breakerstate"
@@ -43,42 +39,21 @@ proxy_timeout = 1
 // ixKey is the breaker key of ixMaven's upstream.
 func ixKey(base string) string { return "maven:" + base + "/maven2" }
 
-// ixDo sends one request and returns the response with its body read.
+// ixDo sends one request (POST and PUT carry a small body) and returns the
+// response with its body read.
 func ixDo(t testing.TB, c *http.Client, method, url string, hdr http.Header) (*http.Response, string) {
 	t.Helper()
 	var body io.Reader
 	if method == http.MethodPost || method == http.MethodPut {
 		body = strings.NewReader("payload")
 	}
-	req, err := http.NewRequest(method, url, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range hdr {
-		req.Header[k] = v
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("%s %s: reading body: %v", method, url, err)
-	}
-	return resp, string(b)
+	return doRequest(t, c, method, url, body, hdr)
 }
 
 // ixState returns the state of key's breaker.
 func ixState(t testing.TB, tp *testProxy, key string) breakerstate.Snapshot {
 	t.Helper()
-	for _, s := range tp.Breakers().Snapshot() {
-		if s.Key == key {
-			return s
-		}
-	}
-	t.Fatalf("no breaker %q", key)
-	return breakerstate.Snapshot{}
+	return snapshotOf(t, tp, key)
 }
 
 // ixWant503 checks a synthesized breaker rejection.
@@ -153,29 +128,5 @@ func ixStartProxy(t testing.TB, tomlText string) (*testProxy, *ixLogWatch) {
 // stops it when the test ends. tp.Logs is left nil.
 func ixServe(t testing.TB, tomlText string, log zerolog.Logger) *testProxy {
 	t.Helper()
-	cfg := loadTestConfig(t, tomlText, nil)
-	clock, reg := newFakeClock(), prometheus.NewRegistry()
-	p, err := New(cfg, Deps{Registry: reg, Logger: log, Now: clock.Now, Version: "test"})
-	if err != nil {
-		t.Fatalf("proxy.New: %v", err)
-	}
-	proxyLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	adminLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Serve(ctx, proxyLn, adminLn) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return &testProxy{Proxy: p, URL: &url.URL{Scheme: "http", Host: proxyLn.Addr().String()},
-		AdminURL: "http://" + adminLn.Addr().String(), Clock: clock, Registry: reg}
+	return startProxyLogged(t, loadTestConfig(t, tomlText, nil), log)
 }
