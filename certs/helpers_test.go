@@ -10,33 +10,19 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/nora-breaker/nora-breaker/internal/fakeclock"
 )
 
 // t0 is the fixed "now" of the tests.
 var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 
-// fakeClock is a settable clock safe for concurrent reads.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+// fakeClock is the settable test clock.
+type fakeClock = fakeclock.Clock
 
-func newFakeClock(t time.Time) *fakeClock { return &fakeClock{now: t} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+func newFakeClock(t time.Time) *fakeClock { return fakeclock.New(t) }
 
 // testCA returns a freshly made ECDSA CA, parsed as Load would.
 func testCA(t testing.TB) *tls.Certificate {

@@ -23,28 +23,14 @@ import (
 
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/config"
+	"github.com/nora-breaker/nora-breaker/internal/fakeclock"
 )
 
 // fakeClock is the injected clock: tests move time with Advance instead of
 // sleeping.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type fakeClock = fakeclock.Clock
 
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+func newFakeClock() *fakeClock { return fakeclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)) }
 
 // syncBuffer collects log output from many goroutines.
 type syncBuffer struct {

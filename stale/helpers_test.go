@@ -7,33 +7,19 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/nora-breaker/nora-breaker/internal/fakeclock"
 )
 
-// clock is an injected, settable time source.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// clock is the injected, settable time source.
+type clock = fakeclock.Clock
 
-func newClock() *clock { return &clock{t: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+func newClock() *clock { return fakeclock.New(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)) }
 
 // newTestCache opens a cache in a fresh directory (unless o.Dir is set) with
 // its own registry and the given clock, closed at cleanup.

@@ -75,7 +75,7 @@ func TestRestartEvictsOldestToNewBound(t *testing.T) {
 	first, _ := newTestCache(t, Options{Dir: dir, Now: clk.Now})
 	for _, k := range []string{"a", "b", "c"} {
 		store(t, first, k, strings.Repeat(k, 10))
-		clk.Add(time.Minute)
+		clk.Advance(time.Minute)
 	}
 	first.Close()
 

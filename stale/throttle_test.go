@@ -17,7 +17,7 @@ func TestRefreshAfterKeepsYoungCopies(t *testing.T) {
 	if got, _ := lookupBody(t, c, "k"); got != "version one" {
 		t.Fatalf("a copy younger than RefreshAfter was replaced: %q", got)
 	}
-	clk.Add(61 * time.Second)
+	clk.Advance(61 * time.Second)
 	store(t, c, "k", "version three")
 	if got, _ := lookupBody(t, c, "k"); got != "version three" {
 		t.Fatalf("an old copy was not refreshed: %q", got)
