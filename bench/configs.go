@@ -19,7 +19,6 @@ func (e *env) fastFailURL() string {
 	return "http://" + loop(e.upHTTP) + "/goproxy/example.com/m/@v/list"
 }
 func (e *env) holeURL() string { return "http://" + loop(e.upHole) + "/left-pad" }
-func (e *env) bigURL() string  { return "http://" + loop(e.upHTTP) + "/secondary/big" }
 func (e *env) tlsURL(host, path string) string {
 	return fmt.Sprintf("https://%s:%d%s", host, e.upHTTPS, path)
 }

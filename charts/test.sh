@@ -9,13 +9,11 @@ cd "$(dirname "$0")/.."
 root=$PWD
 helm="$root/.tools/helm"
 chart=charts/nora-breaker
+. scripts/lib.sh
 
 if [ ! -x "$helm" ]; then
   echo "== install helm v3.22.0 (a few minutes the first time)"
-  for attempt in 1 2; do
-    if GOBIN="$root/.tools" timeout 900 go install helm.sh/helm/v3/cmd/helm@v3.22.0; then break; fi
-    echo "helm install failed (attempt $attempt)"; [ "$attempt" = 2 ] && exit 1
-  done
+  GOBIN="$root/.tools" retry 900 go install helm.sh/helm/v3/cmd/helm@v3.22.0
 fi
 "$helm" version --short
 
@@ -27,9 +25,6 @@ done
 
 echo "== chart tests (charts/test)"
 cd charts/test
-for attempt in 1 2; do
-  if timeout 300 go mod download; then break; fi
-  echo "go mod download failed (attempt $attempt)"; [ "$attempt" = 2 ] && exit 1
-done
+retry 300 go mod download
 go vet ./...
 HELM="$helm" go test -count=1 -timeout 15m ./...

@@ -198,24 +198,6 @@ func (n *nora) transitions(t *testing.T, key, from, to string) float64 {
 		fmt.Sprintf("registry=%q", key), fmt.Sprintf("from=%q", from), fmt.Sprintf("to=%q", to))
 }
 
-// logCount counts the proxy's log lines containing every fragment.
-func (n *nora) logCount(frags ...string) int {
-	c := 0
-	for _, line := range strings.Split(n.proc.logText(), "\n") {
-		ok := true
-		for _, f := range frags {
-			if !strings.Contains(line, f) {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			c++
-		}
-	}
-	return c
-}
-
 // lastLog returns the last request log line containing frag, decoded.
 func (n *nora) lastLog(t *testing.T, frag string) map[string]any {
 	t.Helper()

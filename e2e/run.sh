@@ -14,15 +14,7 @@ WORK=$ROOT/e2e/.work
 TOOLS=$ROOT/.tools
 mkdir -p "$WORK" "$TOOLS"
 
-# retry CMD...: run a download step with a 10-minute bound, once more on failure.
-retry() {
-  local attempt
-  for attempt in 1 2; do
-    if timeout 600 "$@"; then return 0; fi
-    echo "e2e/run.sh: '$*' failed (attempt $attempt)" >&2
-  done
-  return 1
-}
+. scripts/lib.sh
 
 install_apt() {
   local missing=()
@@ -32,14 +24,9 @@ install_apt() {
   [ -d /usr/share/maven-repo/org/apache/maven/plugins/maven-dependency-plugin ] || missing+=(libmaven-dependency-plugin-java)
   [ -d /usr/share/maven-repo/junit/junit ] || missing+=(junit4)
   [ ${#missing[@]} -eq 0 ] && return 0
-  # Keep packaged servers (docker-registry) from starting as services: the
+  # The packaged servers (docker-registry) must not start as services: the
   # tests start their own instances on loopback.
-  printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
-  chmod 755 /usr/sbin/policy-rc.d
-  # Another apt run (an unattended one, a neighbour's install) may hold the
-  # lock for a while: wait for it rather than fail.
-  retry apt-get -o DPkg::Lock::Timeout=300 update -q || { sleep 20; retry apt-get -o DPkg::Lock::Timeout=300 update -q; }
-  DEBIAN_FRONTEND=noninteractive retry apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends "${missing[@]}"
+  apt_install "${missing[@]}"
 }
 
 install_verdaccio() {
@@ -50,15 +37,12 @@ install_verdaccio() {
  "dependencies":{"verdaccio":"6.8.0"},
  "overrides":{"node-fetch":"2.7.0"}}
 JSON
-  (cd "$WORK/verdaccio" && retry npm install --no-audit --no-fund --loglevel=error)
+  (cd "$WORK/verdaccio" && retry 600 npm install --no-audit --no-fund --loglevel=error)
 }
 
 install_go_tools() {
-  [ -x "$TOOLS/crane" ] || GOBIN=$TOOLS GOFLAGS=-mod=mod retry go install github.com/google/go-containerregistry/cmd/crane@v0.22.1
-  if [ ! -x "$TOOLS/toxiproxy-server" ]; then
-    GOBIN=$TOOLS GOFLAGS=-mod=mod retry go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.12.0
-    mv "$TOOLS/server" "$TOOLS/toxiproxy-server"
-  fi
+  [ -x "$TOOLS/crane" ] || GOBIN=$TOOLS GOFLAGS=-mod=mod retry 600 go install github.com/google/go-containerregistry/cmd/crane@v0.22.1
+  install_toxiproxy "$TOOLS"
 }
 
 # stop_leftovers ends, by PID, every server the tests recorded that is still

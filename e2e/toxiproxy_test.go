@@ -75,9 +75,3 @@ func (tp *toxiproxy) removeToxic(t *testing.T, proxy, toxic string) {
 	t.Helper()
 	tp.call(t, "DELETE", "/proxies/"+proxy+"/toxics/"+toxic, nil)
 }
-
-// setEnabled switches a proxy listener on or off (off = connection refused).
-func (tp *toxiproxy) setEnabled(t *testing.T, proxy string, on bool) {
-	t.Helper()
-	tp.call(t, "POST", "/proxies/"+proxy, map[string]any{"enabled": on})
-}

@@ -107,7 +107,7 @@ func New(o Options) (*Chain, error) {
 // (SPEC §5.4).
 func (c *Chain) Rejected(r Request) Result {
 	skipped := []string{r.Addressed.Key}
-	if !substitutable(r.Client.Method) {
+	if !Substitutable(r.Client.Method) {
 		return Result{Resp: c.unavailable(r, skipped), Kind: KindSynthesized503}
 	}
 	res, saw404, more := c.tryCandidates(r)
@@ -156,8 +156,10 @@ func (c *Chain) Failed(r Request, primary *http.Response, cause error) Result {
 		Kind: KindError, Attempts: res.Attempts}
 }
 
-// substitutable reports whether a method may be sent to another upstream.
-func substitutable(method string) bool {
+// Substitutable reports whether a method may be sent to another upstream,
+// or continue down the chain after the addressed upstream failed: GET and
+// HEAD, which are safe to repeat.
+func Substitutable(method string) bool {
 	return method == http.MethodGet || method == http.MethodHead
 }
 

@@ -24,9 +24,6 @@ var ErrShortBody = errors.New("response body ended before its Content-Length")
 // upstream's fault, so such an attempt is neutral for the breaker.
 var ErrForbiddenDestination = errors.New("destination address is not allowed")
 
-// errClientGone marks an attempt abandoned because the client went away.
-var errClientGone = errors.New("client went away")
-
 // Decide classifies one attempt at an upstream (SPEC §5.1) from what the
 // transport returned and whether the client is still there. It is the only
 // place that maps responses and errors to breaker outcomes.

@@ -46,22 +46,9 @@ func NewSender(rt http.RoundTripper, now func() time.Time, reg prometheus.Regist
 // header wait ran out. The caller must close the returned body.
 func (s *Sender) Send(out *http.Request, u *config.Upstream, t breakerstate.Ticket) (*http.Response, error) {
 	clientCtx := out.Context()
-	ctx, cancel := context.WithCancelCause(clientCtx)
-	headerTimer := time.AfterFunc(u.ProxyTimeout, func() { cancel(ErrHeaderTimeout) })
 	start := s.now()
-	resp, err := s.rt.RoundTrip(out.WithContext(ctx))
-	if !headerTimer.Stop() && err == nil {
-		// The timer fired just as the headers arrived; the context is
-		// already cancelled, so the body is unreadable: treat it as the
-		// timeout it nearly was.
-		resp.Body.Close()
-		resp, err = nil, context.Cause(ctx)
-	}
+	resp, ctx, cancel, err := RoundTripWithin(s.rt, out, u.ProxyTimeout)
 	if err != nil {
-		if cause := context.Cause(ctx); cause == ErrHeaderTimeout {
-			err = ErrHeaderTimeout
-		}
-		cancel(nil)
 		s.observe(u.Key, nil, err, start)
 		t.Done(Decide(nil, err, clientCtx))
 		return nil, fmt.Errorf("upstream %s: %w", u.Key, err)

@@ -303,7 +303,7 @@ func biTakeBaseline(t *testing.T, e *biEnv) biBaseline {
 	e.ix.tp.tr.CloseIdleConnections()
 	// Let connections closed just now finish closing on both sides.
 	var b biBaseline
-	biPoll(t, 5*time.Second, func() bool {
+	pollUntil(t, 5*time.Second, func() bool {
 		g, f := biGoroutines(), biOpenFDs(t)
 		stable := g == b.goroutines && f == b.fds
 		b.goroutines, b.fds = g, f
@@ -319,7 +319,7 @@ func biWaitBaseline(t *testing.T, e *biEnv, base biBaseline) {
 	t.Helper()
 	e.ix.tp.tr.CloseIdleConnections()
 	var g, f int
-	ok := biPollOK(15*time.Second, func() bool {
+	ok := pollUntilOK(15*time.Second, func() bool {
 		g, f = biGoroutines(), biOpenFDs(t)
 		return g <= base.goroutines+2 && f <= base.fds
 	})
@@ -327,26 +327,6 @@ func biWaitBaseline(t *testing.T, e *biEnv, base biBaseline) {
 		t.Fatalf("after the matrix: %d goroutines (baseline %d), %d open fds (baseline %d)",
 			g, base.goroutines, f, base.fds)
 	}
-}
-
-func biPoll(t *testing.T, d time.Duration, cond func() bool) {
-	t.Helper()
-	if !biPollOK(d, cond) {
-		t.Fatalf("condition not reached within %v", d)
-	}
-}
-
-// biPollOK re-checks cond every 50 ms until it holds or d passes. It waits
-// for the process to reach a state, it does not stand in for one.
-func biPollOK(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return true
 }
 
 func biOpenFDs(t *testing.T) int {

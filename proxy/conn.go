@@ -47,7 +47,9 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if l.max <= 0 {
 			l.active.Add(1)
 		}
-		return &countedConn{Conn: &plainOnlyConn{Conn: &framingConn{Conn: c}}, l: l}, nil
+		framed := &framingConn{halfCloser: halfCloser{c}}
+		plain := &plainOnlyConn{halfCloser: halfCloser{framed}}
+		return &countedConn{halfCloser: halfCloser{plain}, l: l}, nil
 	}
 }
 
@@ -71,7 +73,7 @@ var errTLSOnPlainPort = errors.New("TLS handshake on the plain HTTP proxy port")
 // proxy URL written https://) at once, with a 400 naming the mistake,
 // instead of letting net/http wait for a request line that never comes.
 type plainOnlyConn struct {
-	net.Conn
+	halfCloser
 	checked bool // the first read happens before any other, on one goroutine
 }
 
@@ -87,15 +89,9 @@ func (c *plainOnlyConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// CloseWrite keeps half-close working for goproxy's tunnels.
-func (c *plainOnlyConn) CloseWrite() error { return closeWrite(c.Conn) }
-
-// CloseRead half-closes the read side when the underlying conn supports it.
-func (c *plainOnlyConn) CloseRead() error { return closeRead(c.Conn) }
-
 // countedConn releases its slot exactly once when closed.
 type countedConn struct {
-	net.Conn
+	halfCloser
 	l    *limitListener
 	once sync.Once
 }
@@ -104,12 +100,6 @@ func (c *countedConn) Close() error {
 	c.once.Do(func() { c.l.active.Add(-1) })
 	return c.Conn.Close()
 }
-
-// CloseWrite and CloseRead keep half-close working for goproxy's tunnels.
-func (c *countedConn) CloseWrite() error { return closeWrite(c.Conn) }
-
-// CloseRead half-closes the read side when the underlying conn supports it.
-func (c *countedConn) CloseRead() error { return closeRead(c.Conn) }
 
 // idleConn closes a hijacked connection (tunnel or intercepted TLS) that has
 // neither read nor written for the idle timeout: net/http clears deadlines on
@@ -121,7 +111,7 @@ func (c *countedConn) CloseRead() error { return closeRead(c.Conn) }
 // refresh never moves a deadline past them, so a client trickling a request
 // head one byte at a time is still cut at the header timeout.
 type idleConn struct {
-	net.Conn
+	halfCloser
 	idle time.Duration
 	last atomic.Int64 // unix nanos of the last deadline refresh
 
@@ -131,7 +121,7 @@ type idleConn struct {
 }
 
 func newIdleConn(c net.Conn, idle time.Duration) *idleConn {
-	ic := &idleConn{Conn: c, idle: idle}
+	ic := &idleConn{halfCloser: halfCloser{c}, idle: idle}
 	ic.refresh(true)
 	return ic
 }
@@ -208,23 +198,25 @@ func (c *idleConn) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// CloseWrite keeps half-close working for goproxy's tunnels.
-func (c *idleConn) CloseWrite() error { return closeWrite(c.Conn) }
-
-// CloseRead half-closes the read side when the underlying conn supports it.
-func (c *idleConn) CloseRead() error { return closeRead(c.Conn) }
-
 var errNoHalfClose = errors.New("connection does not support half-close")
 
-func closeWrite(c net.Conn) error {
-	if hc, ok := c.(interface{ CloseWrite() error }); ok {
+// halfCloser is embedded by every connection wrapper in this package in
+// place of a bare net.Conn: it passes CloseWrite and CloseRead through, which
+// goproxy's tunnels use to half-close a *net.TCPConn, so wrapping a
+// connection never turns a clean half-close into a full one.
+type halfCloser struct{ net.Conn }
+
+// CloseWrite half-closes the write side when the wrapped conn supports it.
+func (h halfCloser) CloseWrite() error {
+	if hc, ok := h.Conn.(interface{ CloseWrite() error }); ok {
 		return hc.CloseWrite()
 	}
 	return errNoHalfClose
 }
 
-func closeRead(c net.Conn) error {
-	if hc, ok := c.(interface{ CloseRead() error }); ok {
+// CloseRead half-closes the read side when the wrapped conn supports it.
+func (h halfCloser) CloseRead() error {
+	if hc, ok := h.Conn.(interface{ CloseRead() error }); ok {
 		return hc.CloseRead()
 	}
 	return errNoHalfClose
@@ -254,32 +246,41 @@ func newCopyBufs() *sync.Pool {
 	return &sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 }
 
-// ReadFrom copies a response body to the client. It flushes only when the
-// source had less than a buffer's worth ready: a large body streams in full
-// buffers without a flush per write, while a trickling stream (NDJSON, a
-// slow upstream) still reaches the client as each piece arrives.
+// ReadFrom copies a response body to the client (goproxy's io.Copy lands
+// here) through a pooled buffer; see streamBody for when it flushes.
 func (w *clientWriter) ReadFrom(src io.Reader) (int64, error) {
 	bp := w.bufs.Get().(*[]byte)
 	defer w.bufs.Put(bp)
-	buf := *bp
-	var total int64
+	n, rerr, werr := streamBody(w.ResponseWriter, w.Flush, src, *bp)
+	if werr != nil {
+		return n, werr
+	}
+	return n, rerr
+}
+
+// streamBody copies src to dst through buf. It flushes only when src had
+// less than a buffer's worth ready: a large body streams in full buffers
+// without a flush per write, while a trickling stream (NDJSON, a slow
+// upstream) still reaches the client as each piece arrives. It reports the
+// bytes written and which side failed; reaching src's EOF is no error.
+func streamBody(dst io.Writer, flush func(), src io.Reader, buf []byte) (written int64, readErr, writeErr error) {
 	for {
 		n, rerr := src.Read(buf)
 		if n > 0 {
-			m, werr := w.ResponseWriter.Write(buf[:n])
-			total += int64(m)
+			m, werr := dst.Write(buf[:n])
+			written += int64(m)
 			if werr != nil {
-				return total, werr
+				return written, nil, werr
 			}
 			if n < len(buf) {
-				w.Flush()
+				flush()
 			}
 		}
 		if rerr == io.EOF {
-			return total, nil
+			return written, nil, nil
 		}
 		if rerr != nil {
-			return total, rerr
+			return written, rerr, nil
 		}
 	}
 }
@@ -310,7 +311,7 @@ func (w *clientWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	// whether or not it knows about rw.
 	if n := rw.Reader.Buffered(); n > 0 {
 		pending, _ := rw.Reader.Peek(n)
-		c = &replayConn{Conn: c, pending: append([]byte(nil), pending...)}
+		c = &replayConn{halfCloser: halfCloser{c}, pending: append([]byte(nil), pending...)}
 		_, _ = rw.Reader.Discard(n)
 	}
 	return c, rw, nil
@@ -318,7 +319,7 @@ func (w *clientWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 
 // replayConn returns pending bytes before reading the connection again.
 type replayConn struct {
-	net.Conn
+	halfCloser
 	pending []byte
 }
 
@@ -330,12 +331,6 @@ func (c *replayConn) Read(p []byte) (int, error) {
 	}
 	return c.Conn.Read(p)
 }
-
-// CloseWrite keeps half-close working for goproxy's tunnels.
-func (c *replayConn) CloseWrite() error { return closeWrite(c.Conn) }
-
-// CloseRead half-closes the read side when the underlying conn supports it.
-func (c *replayConn) CloseRead() error { return closeRead(c.Conn) }
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *clientWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

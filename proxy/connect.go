@@ -52,35 +52,16 @@ func (p *Proxy) onConnect(hostport string, ctx *goproxy.ProxyCtx) (action *gopro
 
 // connectRefusal returns why a CONNECT is refused, or "".
 func (p *Proxy) connectRefusal(st *runtimeState, up *config.Upstream, host, port string) string {
-	allowed := p.hostAllowed(host, port)
+	allowed := st.hostAllowed(host, port)
 	switch {
 	case literalForbidden(host) && !allowed:
 		return "destination address is not allowed"
 	case up == nil && st.cfg.Sidecar.DenyUnlisted && !allowed:
 		return "host is not a configured upstream"
-	case !p.connectPortAllowed(st, port):
+	case !st.connectPorts[port]:
 		return "CONNECT port " + port + " is not allowed"
 	}
 	return ""
-}
-
-// connectPortAllowed: 443, the ports of configured upstreams, and the ports
-// named in allow_hosts.
-func (p *Proxy) connectPortAllowed(st *runtimeState, port string) bool {
-	if port == "443" {
-		return true
-	}
-	for _, u := range st.cfg.Upstreams {
-		if _, up := hostPort(u.URL); up == port {
-			return true
-		}
-	}
-	for _, a := range st.cfg.Sidecar.AllowHosts {
-		if _, pt, err := net.SplitHostPort(a); err == nil && pt == port {
-			return true
-		}
-	}
-	return false
 }
 
 // tunnel dials the target now, while the CONNECT can still be answered with

@@ -68,16 +68,15 @@ func fbWaitStored(t testing.TB, tp *testProxy, format, url string, hdr http.Head
 	if !ok {
 		t.Fatalf("%s is not cacheable", url)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if e, ok := tp.stale.Lookup(key); ok {
+	stored := pollUntilOK(10*time.Second, func() bool {
+		e, ok := tp.stale.Lookup(key)
+		if ok {
 			e.Body.Close()
-			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never reached the stale cache", url)
-		}
-		time.Sleep(time.Millisecond)
+		return ok
+	})
+	if !stored {
+		t.Fatalf("%s never reached the stale cache", url)
 	}
 }
 

@@ -3,7 +3,6 @@ package proxy
 import (
 	"bytes"
 	"errors"
-	"net"
 	"strconv"
 	"strings"
 )
@@ -27,7 +26,7 @@ const ambiguousFramingResponse = "HTTP/1.1 400 Bad Request\r\nContent-Type: text
 // (Content-Length or chunked). After a CONNECT or a protocol upgrade the
 // connection is no longer HTTP/1 and scanning stops.
 type framingConn struct {
-	net.Conn
+	halfCloser
 	state   framingState
 	head    []byte // the current head so far, capped
 	remain  int64  // bytes left in a fixed-length body or chunk
@@ -227,9 +226,3 @@ func (c *framingConn) endLine() {
 		}
 	}
 }
-
-// CloseWrite keeps half-close working for goproxy's tunnels.
-func (c *framingConn) CloseWrite() error { return closeWrite(c.Conn) }
-
-// CloseRead half-closes the read side when the underlying conn supports it.
-func (c *framingConn) CloseRead() error { return closeRead(c.Conn) }

@@ -233,3 +233,25 @@ func closedPort(t testing.TB) string {
 func pemEncodeCert(buf *bytes.Buffer, der []byte) error {
 	return pem.Encode(buf, &pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
+
+// pollUntil re-checks cond until it holds, failing the test after d. It
+// waits for the proxy to reach a state it has no event for (a closed
+// connection noticed, a background commit done); it never stands in for one.
+func pollUntil(t testing.TB, d time.Duration, cond func() bool) {
+	t.Helper()
+	if !pollUntilOK(d, cond) {
+		t.Fatalf("condition not reached within %v", d)
+	}
+}
+
+// pollUntilOK is pollUntil that reports instead of failing.
+func pollUntilOK(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
+}

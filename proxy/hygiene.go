@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"net/textproto"
 	"strings"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // viaToken is what the proxy adds to Via; seeing it on an incoming request
@@ -36,7 +38,8 @@ func looped(h http.Header) bool {
 // isWebSocketHandshake reports a client's websocket upgrade request, the one
 // Upgrade the proxy relays.
 func isWebSocketHandshake(h http.Header) bool {
-	return headerHasToken(h, "Connection", "upgrade") && headerHasToken(h, "Upgrade", "websocket")
+	return httpguts.HeaderValuesContainsToken(h["Connection"], "upgrade") &&
+		httpguts.HeaderValuesContainsToken(h["Upgrade"], "websocket")
 }
 
 // stripHopByHop removes hop-by-hop headers and every header named in
@@ -68,15 +71,4 @@ func addVia(h http.Header) {
 		return
 	}
 	h.Set("Via", viaValue)
-}
-
-func headerHasToken(h http.Header, name, token string) bool {
-	for _, v := range h.Values(name) {
-		for _, t := range strings.Split(v, ",") {
-			if strings.EqualFold(textproto.TrimString(t), token) {
-				return true
-			}
-		}
-	}
-	return false
 }

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -92,10 +91,10 @@ func (p *Proxy) acceptInner(client net.Conn, hostport string) (net.Conn, string,
 	if _, err := io.ReadFull(client, first); err != nil {
 		return nil, "", fmt.Errorf("waiting for the client's first byte: %w", err)
 	}
-	conn := &replayConn{Conn: client, pending: first}
+	conn := &replayConn{halfCloser: halfCloser{client}, pending: first}
 	if first[0] != tlsRecordHandshake {
 		_ = client.SetDeadline(time.Time{})
-		return &framingConn{Conn: conn}, "http", nil
+		return &framingConn{halfCloser: halfCloser{conn}}, "http", nil
 	}
 	conf, err := certs.TLSConfigFor(p.ca, p.certs, true)(hostport, nil)
 	if err != nil {
@@ -109,7 +108,7 @@ func (p *Proxy) acceptInner(client net.Conn, hostport string) (net.Conn, string,
 	if tc.ConnectionState().NegotiatedProtocol == "h2" {
 		return tc, "https", nil
 	}
-	return &framingConn{Conn: tc}, "https", nil
+	return &framingConn{halfCloser: halfCloser{tc}}, "https", nil
 }
 
 // innerHandler runs one request from inside an intercepted tunnel through
@@ -168,25 +167,14 @@ func writeInner(w http.ResponseWriter, resp *http.Response, bufs *sync.Pool) {
 	rc := http.NewResponseController(w)
 	bp := bufs.Get().(*[]byte)
 	defer bufs.Put(bp)
-	buf := *bp
-	for {
-		n, err := resp.Body.Read(buf)
-		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				return
-			}
-			if n < len(buf) {
-				_ = rc.Flush()
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			// The upstream broke off: end the connection (or stream) so the
-			// client sees a truncated body, never a short one that looks whole.
-			panic(http.ErrAbortHandler)
-		}
+	_, readErr, writeErr := streamBody(w, func() { _ = rc.Flush() }, resp.Body, *bp)
+	if writeErr != nil {
+		return
+	}
+	if readErr != nil {
+		// The upstream broke off: end the connection (or stream) so the
+		// client sees a truncated body, never a short one that looks whole.
+		panic(http.ErrAbortHandler)
 	}
 	for k, vv := range resp.Trailer {
 		for _, v := range vv {

@@ -10,7 +10,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -67,19 +66,13 @@ type Proxy struct {
 	testHook atomic.Pointer[func(*http.Request)]
 }
 
-// runtimeState is what a configuration reload swaps as one unit.
-type runtimeState struct {
-	cfg   *config.Config
-	table *Table
-}
-
 // New builds a Proxy from a validated configuration.
 func New(cfg *config.Config, deps Deps) (*Proxy, error) {
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
 	p := &Proxy{deps: deps, log: deps.Logger, now: deps.Now, started: deps.Now(), bufs: newCopyBufs()}
-	p.state.Store(&runtimeState{cfg: cfg, table: NewTable(cfg.Upstreams)})
+	p.state.Store(newRuntimeState(cfg))
 	var err error
 	if p.metrics, err = newMetrics(deps.Registry); err != nil {
 		return nil, err
@@ -243,18 +236,10 @@ func (p *Proxy) Close() error {
 	return nil
 }
 
-// hostAllowed reports whether host (and port) is listed in allow_hosts.
+// hostAllowed reports whether host (and port) is listed in allow_hosts of
+// the configuration in force.
 func (p *Proxy) hostAllowed(host, port string) bool {
-	for _, a := range p.state.Load().cfg.Sidecar.AllowHosts {
-		if h, pt, err := net.SplitHostPort(a); err == nil {
-			if strings.EqualFold(h, host) && pt == port {
-				return true
-			}
-		} else if strings.EqualFold(a, host) {
-			return true
-		}
-	}
-	return false
+	return p.state.Load().hostAllowed(host, port)
 }
 
 func normaliseResolve(m map[string]string) map[string]string {

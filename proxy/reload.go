@@ -12,7 +12,7 @@ import (
 func (p *Proxy) Reload(cfg *config.Config) (needsRestart []string) {
 	old := p.state.Load().cfg
 	p.breakers.Reconfigure(cfg.CircuitBreaker.Enabled, KeySettings(cfg))
-	p.state.Store(&runtimeState{cfg: cfg, table: NewTable(cfg.Upstreams)})
+	p.state.Store(newRuntimeState(cfg))
 	p.metrics.reloads.WithLabelValues("ok").Inc()
 	o, n := old.Sidecar, cfg.Sidecar
 	check := func(name string, changed bool) {

@@ -64,7 +64,7 @@ func (p *Proxy) serve(req *http.Request, cs *connectState, rec *record) *http.Re
 	}
 	st := p.state.Load()
 	host, port := hostPort(req.URL)
-	if literalForbidden(host) && !p.hostAllowed(host, port) {
+	if literalForbidden(host) && !st.hostAllowed(host, port) {
 		rec.result = "denied"
 		return forbidden(req, "destination address is not allowed")
 	}
@@ -72,7 +72,7 @@ func (p *Proxy) serve(req *http.Request, cs *connectState, rec *record) *http.Re
 	rec.match = m
 	prepareOutbound(req)
 	if !m.Classified() {
-		if st.cfg.Sidecar.DenyUnlisted && !p.hostAllowed(host, port) {
+		if st.cfg.Sidecar.DenyUnlisted && !st.hostAllowed(host, port) {
 			rec.result = "denied"
 			return forbidden(req, "host is not a configured upstream")
 		}
@@ -98,7 +98,7 @@ func (p *Proxy) forwardClassified(req *http.Request, m Match, st *runtimeState, 
 	}
 	rec.attempts = 1
 	resp, err := p.sender.Send(req, u, t)
-	idempotent := req.Method == http.MethodGet || req.Method == http.MethodHead
+	idempotent := fallback.Substitutable(req.Method)
 	switch {
 	case err != nil && req.Context().Err() != nil:
 		rec.result = fallback.KindError
@@ -148,23 +148,16 @@ func (p *Proxy) teeStale(req *http.Request, resp *http.Response, u *config.Upstr
 // through as is, without a breaker.
 func (p *Proxy) forwardUnclassified(req *http.Request, rec *record) *http.Response {
 	rec.result = "unclassified"
-	ctx, cancel := context.WithCancelCause(req.Context())
-	timer := time.AfterFunc(unclassifiedHeaderTimeout, func() { cancel(fallback.ErrHeaderTimeout) })
-	resp, err := p.tr.RoundTrip(req.WithContext(ctx))
-	timer.Stop()
+	resp, _, release, err := fallback.RoundTripWithin(p.tr, req, unclassifiedHeaderTimeout)
 	if err != nil {
-		cancel(nil)
 		if errors.Is(err, ErrForbiddenDestination) {
 			rec.result = "denied"
 			return forbidden(req, "destination address is not allowed")
 		}
-		if context.Cause(ctx) == fallback.ErrHeaderTimeout {
-			err = fallback.ErrHeaderTimeout
-		}
 		rec.result = fallback.KindError
 		return fallback.GatewayError(req, "", req.URL.Host, gatewayStatus(err), err)
 	}
-	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: release}
 	return resp
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -45,43 +44,12 @@ func buildBinary(t *testing.T) string {
 	return bin
 }
 
-// deadUpstream is the registry the fleet stands in front of: it answers 503
-// (or 200 once healthy) and records every request that reaches it, with the
-// process the client sent it through (X-Fleet-Node, passed on by the proxy).
-type deadUpstream struct {
-	srv     *httptest.Server
-	healthy atomic.Bool
-	mu      sync.Mutex
-	hits    []hit
-}
+// deadUpstream is the registry the fleet stands in front of: the shared
+// fake upstream, recording the process each client request went through
+// (X-Fleet-Node, passed on by the proxy).
+type deadUpstream = upstream
 
-func newDeadUpstream(t *testing.T) *deadUpstream {
-	u := &deadUpstream{}
-	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ok := u.healthy.Load()
-		u.mu.Lock()
-		u.hits = append(u.hits, hit{at: time.Now(), node: r.Header.Get("X-Fleet-Node"), ok: ok})
-		u.mu.Unlock()
-		w.Header().Set("X-Dead-Upstream", "reached")
-		if !ok {
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-	}))
-	t.Cleanup(u.srv.Close)
-	return u
-}
-
-func (u *deadUpstream) all() []hit {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return slices.Clone(u.hits)
-}
-
-func (u *deadUpstream) count() int {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return len(u.hits)
-}
+func newDeadUpstream(t *testing.T) *deadUpstream { return newUpstreamWithNodeHeader(t, "X-Fleet-Node") }
 
 // key is the npm breaker key of the upstream (SPEC §3: <format>:<url>).
 func (u *deadUpstream) key() string { return "npm:" + u.srv.URL }

@@ -102,7 +102,9 @@ const (
 )
 
 // upstream is a fake registry that is either dead (503) or healthy, and
-// records when each request reached it and from which node.
+// records when each request reached it and from which node (named by the
+// nodeHeader the client sets). Every answer carries X-Dead-Upstream, so a
+// client can tell the upstream's 503 from a proxy's synthesized one.
 type upstream struct {
 	srv     *httptest.Server
 	healthy atomic.Bool
@@ -116,13 +118,16 @@ type hit struct {
 	ok   bool
 }
 
-func newUpstream(t *testing.T) *upstream {
+func newUpstream(t *testing.T) *upstream { return newUpstreamWithNodeHeader(t, "X-Node") }
+
+func newUpstreamWithNodeHeader(t *testing.T, nodeHeader string) *upstream {
 	u := &upstream{}
 	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ok := u.healthy.Load()
 		u.mu.Lock()
-		u.hits = append(u.hits, hit{at: time.Now(), node: r.Header.Get("X-Node"), ok: ok})
+		u.hits = append(u.hits, hit{at: time.Now(), node: r.Header.Get(nodeHeader), ok: ok})
 		u.mu.Unlock()
+		w.Header().Set("X-Dead-Upstream", "reached")
 		if !ok {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
@@ -135,6 +140,12 @@ func (u *upstream) all() []hit {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return append([]hit(nil), u.hits...)
+}
+
+func (u *upstream) count() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.hits)
 }
 
 // node is one process of the fleet: its own breaker set, registry and

@@ -8,17 +8,6 @@ if command -v redis-server >/dev/null 2>&1; then
   echo "redis-server present: $(redis-server --version)"
   exit 0
 fi
-sudo=""
-if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
-policy=/usr/sbin/policy-rc.d
-created=""
-if [ ! -e "$policy" ]; then
-  printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null
-  $sudo chmod 755 "$policy"
-  created=1
-fi
-cleanup() { if [ -n "$created" ]; then $sudo rm -f "$policy"; fi; }
-trap cleanup EXIT
-$sudo apt-get update -q
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends redis-server
+. "$(dirname "$0")/../scripts/lib.sh"
+apt_install redis-server
 redis-server --version

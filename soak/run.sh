@@ -16,21 +16,8 @@ TOOLS=$ROOT/.tools
 WORK=$ROOT/soak/.work
 mkdir -p "$TOOLS" "$WORK"
 
-retry() {
-  local attempt
-  for attempt in 1 2; do
-    if timeout 600 "$@"; then return 0; fi
-    echo "soak/run.sh: '$*' failed (attempt $attempt)" >&2
-  done
-  return 1
-}
-
-if [ ! -x "$TOOLS/toxiproxy-server" ]; then
-  GOBIN=$TOOLS GOFLAGS=-mod=mod retry go install \
-    github.com/Shopify/toxiproxy/v2/cmd/server@v2.12.0 github.com/Shopify/toxiproxy/v2/cmd/cli@v2.12.0
-  mv "$TOOLS/server" "$TOOLS/toxiproxy-server"
-  if [ -x "$TOOLS/cli" ]; then mv "$TOOLS/cli" "$TOOLS/toxiproxy-cli"; fi
-fi
+. scripts/lib.sh
+install_toxiproxy "$TOOLS"
 
 OUT="$WORK/nora-breaker" scripts/build.sh
 # The soak stops its own children; the outer bound only guards CI from a
