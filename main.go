@@ -206,7 +206,11 @@ func watchReloads(ctx context.Context, p *proxy.Proxy, flags config.Flags, logge
 			logger.Error().Err(err).Str("trigger", why).Msg("reload refused: invalid configuration, keeping the old one")
 			return
 		}
-		restart := p.Reload(cfg)
+		restart, err := p.Reload(cfg)
+		if err != nil {
+			logger.Error().Err(err).Str("trigger", why).Msg("reload refused, keeping the old configuration")
+			return
+		}
 		logger.Info().Str("trigger", why).Strs("needs_restart", restart).Msg("configuration reloaded")
 	}
 	changed := make(chan struct{}, 1)

@@ -33,7 +33,10 @@ const (
 
 // breaker is the state machine of one key. Every field below mu is guarded
 // by it; each key has its own mutex so that one key's traffic never waits on
-// another key's.
+// another key's. mu is taken only by write and look: a section that may
+// change the state runs inside write, which publishes the fast mirror before
+// the lock is released, so no change can leave the mirror behind
+// (TestBreakerLockTakenOnlyByWriteAndLook keeps it that way).
 type breaker struct {
 	set *Set // clock, metrics and transition hook; never changes
 
@@ -91,11 +94,22 @@ func (b *breaker) fastBits() uint32 {
 	return f
 }
 
-// unlock publishes the fast mirror and releases mu. Every critical section
-// that may change state ends with it.
-func (b *breaker) unlock() {
+// write runs change under the key's lock, publishes the fast mirror, then
+// releases the lock and announces the transition change decided (outside
+// the lock, so a slow logger never holds up the key's traffic).
+func (b *breaker) write(change func() pending) {
+	b.mu.Lock()
+	p := change()
 	b.fast.Store(b.fastBits())
 	b.mu.Unlock()
+	b.announce(p)
+}
+
+// look runs read under the key's lock; read must not change the state.
+func (b *breaker) look(read func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	read()
 }
 
 // pending is a transition decided under the lock, announced after it.
@@ -160,25 +174,28 @@ func (b *breaker) allow() (Ticket, error) {
 
 // allowLocked is allow for a breaker that is not plainly Closed. It checks
 // everything again under the lock: the mirror may be stale by now.
-func (b *breaker) allowLocked() (Ticket, error) {
-	b.mu.Lock()
-	if b.retired {
-		b.unlock()
-		return Ticket{}, ErrUnknownKey
-	}
-	if !b.enabled {
-		b.unlock()
-		return Ticket{}, nil
-	}
-	if b.forced == ModeOpen {
+func (b *breaker) allowLocked() (t Ticket, err error) {
+	b.write(func() (p pending) {
+		t, p, err = b.admit()
+		return p
+	})
+	return t, err
+}
+
+// admit decides one request under the lock and returns the transition it
+// caused, if any. Called with mu held, through write.
+func (b *breaker) admit() (Ticket, pending, error) {
+	switch {
+	case b.retired:
+		return Ticket{}, pending{}, ErrUnknownKey
+	case !b.enabled:
+		return Ticket{}, pending{}, nil
+	case b.forced == ModeOpen:
 		b.reject()
-		b.unlock()
-		return Ticket{}, ErrOpen
-	}
-	// No clock read while Closed.
-	if b.forced == ModeClosed || b.state == Closed {
-		b.unlock()
-		return Ticket{b: b, kind: kindAdmitted}, nil
+		return Ticket{}, pending{}, ErrOpen
+	case b.forced == ModeClosed || b.state == Closed:
+		// No clock read while Closed.
+		return Ticket{b: b, kind: kindAdmitted}, pending{}, nil
 	}
 	now := b.set.now()
 	var p pending
@@ -188,8 +205,7 @@ func (b *breaker) allowLocked() (Ticket, error) {
 		// stay Open (Retry-After 1s) until its outcome arrives.
 		if now.Sub(b.lastFailure) < b.cfg.ResetTimeout || b.gatedOut() {
 			b.reject()
-			b.unlock()
-			return Ticket{}, ErrOpen
+			return Ticket{}, pending{}, ErrOpen
 		}
 		p = b.setState(HalfOpen, now)
 	case HalfOpen:
@@ -198,17 +214,13 @@ func (b *breaker) allowLocked() (Ticket, error) {
 		// lost probe would keep the breaker half-open forever.
 		if b.probeOut && now.Sub(b.probeAt) <= b.cfg.ResetTimeout || b.gatedOut() {
 			b.reject()
-			b.unlock()
-			return Ticket{}, ErrOpen
+			return Ticket{}, pending{}, ErrOpen
 		}
 	}
 	b.gen++
 	b.probeOut = true
 	b.probeAt = now
-	t := Ticket{b: b, gen: b.gen, kind: kindProbe}
-	b.unlock()
-	b.announce(p)
-	return t, nil
+	return Ticket{b: b, gen: b.gen, kind: kindProbe}, p, nil
 }
 
 // reject counts one rejection. Called with mu held.
@@ -227,19 +239,15 @@ func (b *breaker) done(t Ticket, o Outcome) {
 		(o == Success && b.fast.Load()&fastQuiet != 0)) {
 		return
 	}
-	b.mu.Lock()
-	if b.retired || !b.enabled {
-		b.unlock()
-		return
-	}
-	var p pending
-	if t.kind == kindProbe {
-		p = b.doneProbe(t.gen, o)
-	} else {
-		p = b.doneAdmitted(o)
-	}
-	b.unlock()
-	b.announce(p)
+	b.write(func() pending {
+		switch {
+		case b.retired || !b.enabled:
+			return pending{}
+		case t.kind == kindProbe:
+			return b.doneProbe(t.gen, o)
+		}
+		return b.doneAdmitted(o)
+	})
 }
 
 // doneAdmitted applies the report of a request admitted while Closed. As in
@@ -291,35 +299,38 @@ func (b *breaker) doneProbe(gen uint64, o Outcome) pending {
 }
 
 // force applies a manual mode; remote says it came from the fleet.
-func (b *breaker) force(m Mode, remote bool) error {
-	b.mu.Lock()
-	if b.retired {
-		b.unlock()
-		return ErrUnknownKey
+func (b *breaker) force(m Mode, remote bool) (err error) {
+	b.write(func() pending {
+		switch {
+		case b.retired:
+			err = ErrUnknownKey
+			return pending{}
+		case !b.enabled:
+			err = ErrDisabled
+			return pending{}
+		}
+		now := b.set.now()
+		b.forced = m
+		// A new generation drops the report of any outstanding probe: the
+		// operator's decision wins over it.
+		b.gen++
+		b.probeOut = false
+		var p pending
+		switch m {
+		case ModeOpen:
+			p = b.setState(Open, now)
+		case ModeClosed:
+			p = b.setState(Closed, now)
+		case ModeAuto:
+			b.count = 0
+			p = b.setState(Closed, now)
+		}
+		p.tr.Manual, p.tr.Remote = true, remote
+		return p
+	})
+	if err != nil {
+		return err
 	}
-	if !b.enabled {
-		b.unlock()
-		return ErrDisabled
-	}
-	now := b.set.now()
-	b.forced = m
-	// A new generation drops the report of any outstanding probe: the
-	// operator's decision wins over it.
-	b.gen++
-	b.probeOut = false
-	var p pending
-	switch m {
-	case ModeOpen:
-		p = b.setState(Open, now)
-	case ModeClosed:
-		p = b.setState(Closed, now)
-	case ModeAuto:
-		b.count = 0
-		p = b.setState(Closed, now)
-	}
-	p.tr.Manual, p.tr.Remote = true, remote
-	b.unlock()
-	b.announce(p)
 	if sh := b.set.share.Load(); !remote && sh != nil && sh.Forced != nil {
 		sh.Forced(b.cfg.Key, m)
 	}

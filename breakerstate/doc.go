@@ -8,8 +8,8 @@
 // and the API is split in two steps (Allow, then Ticket.Done) to fit a proxy
 // that learns the outcome only after the response has been streamed.
 //
-// The semantics are NORA's (see SPEC §4): Closed counts consecutive failures
+// The semantics are NORA's (docs/behaviour.md §4): Closed counts consecutive failures
 // and opens at the key's threshold, Open rejects until reset_timeout has
 // passed since the last failure, HalfOpen admits exactly one probe. The
-// package also owns the breaker metrics of SPEC §7.
+// package also owns the breaker metrics of docs/behaviour.md §7.
 package breakerstate

@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// metrics holds the breaker collectors of SPEC §7. They are registered once,
+// metrics holds the breaker collectors of docs/behaviour.md §7. They are registered once,
 // in New; Reconfigure only adds and deletes label children.
 type metrics struct {
 	state       *prometheus.GaugeVec
@@ -54,7 +54,7 @@ type bound struct {
 }
 
 // bind creates the series of an enabled breaker: its state gauge, set to the
-// current state (0 for a new key, as SPEC §7 asks), and its rejection counter.
+// current state (0 for a new key, as docs/behaviour.md §7 asks), and its rejection counter.
 func (m *metrics) bind(key string, st State) bound {
 	g := m.state.WithLabelValues(key)
 	g.Set(float64(st))

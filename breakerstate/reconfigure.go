@@ -25,9 +25,10 @@ func (s *Set) Reconfigure(enabled bool, keys []KeySettings) {
 		if next.byKey[key] == b {
 			continue
 		}
-		b.mu.Lock()
-		b.retired = true
-		b.unlock()
+		b.write(func() pending {
+			b.retired = true
+			return pending{}
+		})
 		// Deleted after retiring: a retired breaker never binds a label
 		// child again, so the series cannot come back.
 		s.metrics.forget(key)
@@ -64,8 +65,14 @@ func (s *Set) buildTable(enabled bool, keys []KeySettings, old *table) *table {
 
 // apply installs settings and the enabled flag on one breaker.
 func (s *Set) apply(b *breaker, enabled bool, k KeySettings) {
-	b.mu.Lock()
-	defer b.unlock()
+	b.write(func() pending {
+		s.applyLocked(b, enabled, k)
+		return pending{}
+	})
+}
+
+// applyLocked is apply's body. Called with mu held, through write.
+func (s *Set) applyLocked(b *breaker, enabled bool, k KeySettings) {
 	b.cfg = k
 	if b.enabled == enabled {
 		return

@@ -47,11 +47,12 @@ func (s *Set) SetProbePermit(key string, ok bool) error {
 	if err != nil {
 		return err
 	}
-	b.mu.Lock()
-	if b.state != Closed {
-		b.permit = ok
-	}
-	b.unlock()
+	b.write(func() pending {
+		if b.state != Closed {
+			b.permit = ok
+		}
+		return pending{}
+	})
 	return nil
 }
 
@@ -72,24 +73,22 @@ func (s *Set) ApplyRemoteOpen(key string, until time.Time) error {
 	if err != nil {
 		return err
 	}
-	b.mu.Lock()
-	if !b.enabled || b.forced != ModeAuto {
-		b.unlock()
-		return nil
-	}
-	if lf := until.Add(-b.cfg.ResetTimeout); lf.After(b.lastFailure) {
-		b.lastFailure = lf
-	}
-	var p pending
-	if b.state != Open {
+	b.write(func() (p pending) {
+		if !b.enabled || b.forced != ModeAuto {
+			return p
+		}
+		if lf := until.Add(-b.cfg.ResetTimeout); lf.After(b.lastFailure) {
+			b.lastFailure = lf
+		}
+		if b.state == Open {
+			// Still a new open period for the fleet: the old lease is spent.
+			b.permit = false
+			return p
+		}
 		p = b.setState(Open, b.set.now())
 		p.tr.Remote = true
-	} else {
-		// Still a new open period for the fleet: the old lease is spent.
-		b.permit = false
-	}
-	b.unlock()
-	b.announce(p)
+		return p
+	})
 	return nil
 }
 
@@ -101,16 +100,15 @@ func (s *Set) ApplyRemoteClose(key string) error {
 	if err != nil {
 		return err
 	}
-	b.mu.Lock()
-	if !b.enabled || b.forced != ModeAuto {
-		b.unlock()
-		return nil
-	}
-	b.count = 0
-	p := b.setState(Closed, b.set.now())
-	p.tr.Remote = true
-	b.unlock()
-	b.announce(p)
+	b.write(func() (p pending) {
+		if !b.enabled || b.forced != ModeAuto {
+			return p
+		}
+		b.count = 0
+		p = b.setState(Closed, b.set.now())
+		p.tr.Remote = true
+		return p
+	})
 	return nil
 }
 
@@ -163,13 +161,15 @@ func (s *Set) Statuses() []Status {
 	}
 	out := make([]Status, 0, len(t.order))
 	for _, b := range t.order {
-		b.mu.Lock()
-		st := Status{Key: b.cfg.Key, State: b.state, Forced: b.forced, ResetTimeout: b.cfg.ResetTimeout}
-		if b.forced == ModeAuto && b.state != Closed {
-			st.OpenUntil = b.lastFailure.Add(b.cfg.ResetTimeout)
-		}
-		enabled := b.enabled && !b.retired
-		b.mu.Unlock()
+		var st Status
+		var enabled bool
+		b.look(func() {
+			st = Status{Key: b.cfg.Key, State: b.state, Forced: b.forced, ResetTimeout: b.cfg.ResetTimeout}
+			if b.forced == ModeAuto && b.state != Closed {
+				st.OpenUntil = b.lastFailure.Add(b.cfg.ResetTimeout)
+			}
+			enabled = b.enabled && !b.retired
+		})
 		if enabled {
 			out = append(out, st)
 		}
@@ -184,7 +184,7 @@ func (s *Set) ResetTimeout(key string) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.cfg.ResetTimeout, nil
+	var d time.Duration
+	b.look(func() { d = b.cfg.ResetTimeout })
+	return d, nil
 }

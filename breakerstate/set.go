@@ -171,7 +171,19 @@ func (s *Set) Allow(key string) (Ticket, error) {
 	return b.allow()
 }
 
-// Force sets key's manual mode (SPEC §7): ModeOpen keeps it open until
+// Admit is Allow for the request path. A key that is not configured is
+// admitted without a breaker (the zero Ticket): it can only mean that a
+// reload removed the key between the request's classification and now, and
+// such a request is better forwarded than refused.
+func (s *Set) Admit(key string) (Ticket, error) {
+	t, err := s.Allow(key)
+	if errors.Is(err, ErrUnknownKey) {
+		return Ticket{}, nil
+	}
+	return t, err
+}
+
+// Force sets key's manual mode (docs/behaviour.md §4): ModeOpen keeps it open until
 // released, ModeClosed keeps it closed while still counting failures, and
 // ModeAuto returns it to automatic operation, closed with a count of 0.
 func (s *Set) Force(key string, m Mode) error {

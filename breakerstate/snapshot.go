@@ -44,13 +44,16 @@ func (s *Set) RetryAfter(key string) (State, time.Duration, bool) {
 		return Closed, 0, false
 	}
 	now := s.now()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.retired {
-		return Closed, 0, false
-	}
-	st, d := b.retryAfterLocked(now)
-	return st, d, true
+	var st State
+	var d time.Duration
+	known := false
+	b.look(func() {
+		if !b.retired {
+			st, d = b.retryAfterLocked(now)
+			known = true
+		}
+	})
+	return st, d, known
 }
 
 // retryAfterLocked returns the reported state and the Retry-After of a
@@ -86,9 +89,13 @@ func ceilSeconds(d time.Duration) time.Duration {
 }
 
 // snapshot copies the breaker's state for the admin API.
-func (b *breaker) snapshot(now time.Time) Snapshot {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+func (b *breaker) snapshot(now time.Time) (s Snapshot) {
+	b.look(func() { s = b.snapshotLocked(now) })
+	return s
+}
+
+// snapshotLocked is snapshot's body. Called with mu held, through look.
+func (b *breaker) snapshotLocked(now time.Time) Snapshot {
 	st, ra := b.retryAfterLocked(now)
 	s := Snapshot{
 		Key:                b.cfg.Key,

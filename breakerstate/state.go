@@ -36,7 +36,7 @@ func (s State) String() string {
 	return fmt.Sprintf("State(%d)", uint8(s))
 }
 
-// Outcome is what one attempt at an upstream meant for its breaker (SPEC §5.1).
+// Outcome is what one attempt at an upstream meant for its breaker (docs/behaviour.md §5.1).
 type Outcome uint8
 
 const (
@@ -68,7 +68,7 @@ func (o Outcome) String() string {
 	return fmt.Sprintf("Outcome(%d)", uint8(o))
 }
 
-// Mode is the manual control of one breaker (SPEC §7 /breakers/force).
+// Mode is the manual control of one breaker (docs/behaviour.md §4, /breakers/force).
 type Mode uint8
 
 const (

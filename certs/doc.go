@@ -1,7 +1,7 @@
 // Package certs owns the interception CA: it creates one (`ca init`), loads
 // one for serving with the key-permission and sanity checks an operator
 // expects, and mints per-host leaf certificates through a bounded,
-// single-flight cache that goproxy uses as its CertStorage.
+// single-flight cache that the intercepting TLS server draws them from.
 //
 // Leaves are always fresh ECDSA P-256 keys drawn from crypto/rand. The
 // package deliberately does not use goproxy's internal signer: that signer

@@ -37,7 +37,7 @@ func serveTLS(t *testing.T, cfg *tls.Config) string {
 	return ln.Addr().String()
 }
 
-func TestHandshakeThroughTLSConfigFor(t *testing.T) {
+func TestHandshakeThroughServerConfig(t *testing.T) {
 	ca := testCAAt(t, time.Now())
 	tests := []struct {
 		name       string
@@ -59,7 +59,7 @@ func TestHandshakeThroughTLSConfigFor(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			// A real wall clock: the client verifies against time.Now.
 			store := NewStore(StoreOptions{})
-			cfg, err := TLSConfigFor(ca, store, tt.allowH2)(tt.connect, nil)
+			cfg, err := ServerConfig(ca, store, tt.connect, tt.allowH2)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -99,7 +99,7 @@ func TestHandshakeThroughTLSConfigFor(t *testing.T) {
 }
 
 func TestHandshakeUntrustedWithoutCA(t *testing.T) {
-	cfg, err := TLSConfigFor(testCAAt(t, time.Now()), NewStore(StoreOptions{}), false)("pypi.org:443", nil)
+	cfg, err := ServerConfig(testCAAt(t, time.Now()), NewStore(StoreOptions{}), "pypi.org:443", false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,6 @@ import (
 	"net/netip"
 	"strings"
 	"time"
-
-	"github.com/elazarl/goproxy"
 )
 
 // ErrBadHost is returned for a CONNECT host no certificate can be cut for.
@@ -25,25 +23,19 @@ var ErrBadHost = errors.New("invalid host name for a leaf certificate")
 // default, and a leaked leaf key should not stay useful for long.
 const leafValidity = 7 * 24 * time.Hour
 
-// TLSConfigFor returns the function goproxy's ConnectAction.TLSConfig wants.
-// The leaf is cut for the CONNECT host (port stripped), not for the TLS SNI:
-// the proxy decides to intercept on the CONNECT host, so that is the only
-// name it may vouch for. Leaves come from store, generated with ca on a miss.
+// ServerConfig is the TLS configuration an intercepted connection to host
+// is served with. The leaf is cut for the CONNECT host (port stripped), not
+// for the TLS SNI: the proxy decides to intercept on the CONNECT host, so
+// that is the only name it may vouch for. Leaves come from store, generated
+// with ca on a miss; store may be nil, in which case every handshake
+// generates a fresh leaf.
 //
 // The leaf is fetched from GetCertificate, during the handshake, rather than
-// up front: a generation error then reaches the client as a TLS alert,
-// whereas an error returned to goproxy is written as plain text into a
-// connection that already answered 200 and expects TLS.
+// up front: a generation error then reaches the client as a TLS alert
+// instead of breaking a connection that already answered 200.
 //
-// allowH2 selects ALPN {"h2","http/1.1"} or {"http/1.1"}. It must equal the
-// proxy's AllowHTTP2: goproxy appends "h2" itself when AllowHTTP2 is set, and
-// serves HTTP/2 only when AllowHTTP2 is set, so a mismatch either offers h2
-// anyway or negotiates h2 and then speaks HTTP/1.1 on it.
-//
-// ca is never goproxy.GoproxyCa unless the caller passes it; this package
-// does not refer to it. store may be nil, in which case every handshake
-// generates a fresh leaf.
-func TLSConfigFor(ca *tls.Certificate, store *Store, allowH2 bool) func(host string, ctx *goproxy.ProxyCtx) (*tls.Config, error) {
+// allowH2 offers ALPN {"h2","http/1.1"} instead of {"http/1.1"}.
+func ServerConfig(ca *tls.Certificate, store *Store, host string, allowH2 bool) (*tls.Config, error) {
 	protos := []string{"http/1.1"}
 	if allowH2 {
 		protos = []string{"h2", "http/1.1"}
@@ -52,23 +44,21 @@ func TLSConfigFor(ca *tls.Certificate, store *Store, allowH2 bool) func(host str
 	if store != nil {
 		now = store.now
 	}
-	return func(host string, _ *goproxy.ProxyCtx) (*tls.Config, error) {
-		name, err := normalizeHost(host)
-		if err != nil {
-			return nil, err
-		}
-		gen := func() (*tls.Certificate, error) { return signLeaf(ca, name, now()) }
-		return &tls.Config{
-			MinVersion: tls.VersionTLS12,
-			NextProtos: append([]string(nil), protos...),
-			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-				if store == nil {
-					return gen()
-				}
-				return store.Fetch(name, gen)
-			},
-		}, nil
+	name, err := normalizeHost(host)
+	if err != nil {
+		return nil, err
 	}
+	gen := func() (*tls.Certificate, error) { return signLeaf(ca, name, now()) }
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: protos,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			if store == nil {
+				return gen()
+			}
+			return store.Fetch(name, gen)
+		},
+	}, nil
 }
 
 // normalizeHost turns a CONNECT target ("Host:443", "[::1]:8443", "1.2.3.4")

@@ -11,8 +11,6 @@ import (
 	"net"
 	"testing"
 	"time"
-
-	"github.com/elazarl/goproxy"
 )
 
 func TestNormalizeHost(t *testing.T) {
@@ -58,10 +56,10 @@ func TestNormalizeHost(t *testing.T) {
 	}
 }
 
-// leafFor runs TLSConfigFor for host and returns the certificate it serves.
+// leafFor runs ServerConfig for host and returns the certificate it serves.
 func leafFor(t *testing.T, ca *tls.Certificate, s *Store, host string) *tls.Certificate {
 	t.Helper()
-	cfg, err := TLSConfigFor(ca, s, false)(host, &goproxy.ProxyCtx{})
+	cfg, err := ServerConfig(ca, s, host, false)
 	if err != nil {
 		t.Fatalf("TLSConfig(%q): %v", host, err)
 	}
@@ -151,12 +149,12 @@ func TestLeafKeysNotPredictable(t *testing.T) {
 
 func TestLeafErrors(t *testing.T) {
 	ca := testCA(t)
-	if _, err := TLSConfigFor(ca, NewStore(StoreOptions{}), false)("bad host:443", nil); !errors.Is(err, ErrBadHost) {
+	if _, err := ServerConfig(ca, NewStore(StoreOptions{}), "bad host:443", false); !errors.Is(err, ErrBadHost) {
 		t.Errorf("bad host: err = %v, want ErrBadHost", err)
 	}
 	// An expired CA fails during the handshake, so the client gets a TLS alert.
 	late := NewStore(StoreOptions{Now: func() time.Time { return t0.Add(11 * 365 * 24 * time.Hour) }})
-	cfg, err := TLSConfigFor(ca, late, false)("pypi.org:443", nil)
+	cfg, err := ServerConfig(ca, late, "pypi.org:443", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +175,7 @@ func TestTLSConfigALPN(t *testing.T) {
 		allowH2 bool
 		want    []string
 	}{{false, []string{"http/1.1"}}, {true, []string{"h2", "http/1.1"}}} {
-		cfg, err := TLSConfigFor(ca, nil, tt.allowH2)("pypi.org:443", nil)
+		cfg, err := ServerConfig(ca, nil, "pypi.org:443", tt.allowH2)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -59,7 +59,7 @@ func Load(certPath, keyPath string, now func() time.Time) (*tls.Certificate, err
 	return parseCA(certPEM, keyPEM, certPath, keyPath, now())
 }
 
-// checkKeyMode enforces SPEC §10: a CA key others can read lets them
+// checkKeyMode enforces docs/behaviour.md §10: a CA key others can read lets them
 // impersonate every intercepted registry, so the proxy refuses to start.
 // os.Stat follows symlinks, which is what a Kubernetes secret mount needs.
 func checkKeyMode(keyPath string) error {

@@ -12,7 +12,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/config"
 )
 
-// Exit codes shared by every subcommand (SPEC §8).
+// Exit codes shared by every subcommand (docs/behaviour.md §8).
 const (
 	ExitOK      = 0
 	ExitRuntime = 1
@@ -36,7 +36,8 @@ func CheckConfig(cfg *config.Config, out io.Writer) int {
 	tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "FORMAT\tKEY\tURL\tHOSTS\tCHAIN\tBOUND\tTHRESHOLD\tRESET\tAUTH")
 	for _, u := range cfg.Upstreams {
-		th, thFrom, rt, rtFrom := cfg.Thresholds(u.Key, u.Format)
+		bs := cfg.Thresholds(u.Key, u.Format)
+		th, thFrom, rt, rtFrom := bs.FailureThreshold, bs.FailureThresholdFrom, bs.ResetTimeout, bs.ResetTimeoutFrom
 		chain := cfg.Chain(u.Format)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%t\t%d (%s)\t%s (%s)\t%s\n",
 			u.Format, u.Key, u.URL.Redacted(), strings.Join(u.Hosts, ","), u.Position+1, len(chain),

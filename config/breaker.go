@@ -85,14 +85,21 @@ func (c *Config) Formats() []string {
 	return out
 }
 
-// Thresholds returns the failure threshold and reset timeout for a breaker
-// key, each looked up on its own: the key's override, then the format's,
-// then the global value. The "from" strings say which one won
-// (`override "<key>"`, `format "<fmt>"` or "global") for check-config and
-// the admin API.
-func (c *Config) Thresholds(key, format string) (threshold int, thresholdFrom string, reset time.Duration, resetFrom string) {
-	threshold, thresholdFrom = c.CircuitBreaker.FailureThreshold, "global"
-	reset, resetFrom = c.CircuitBreaker.ResetTimeout, "global"
+// BreakerSettings are one breaker key's threshold and reset timeout, each
+// with where it came from: `override "<key>"`, `format "<fmt>"` or "global"
+// (shown by check-config and the admin API).
+type BreakerSettings struct {
+	FailureThreshold     int
+	FailureThresholdFrom string
+	ResetTimeout         time.Duration
+	ResetTimeoutFrom     string
+}
+
+// Thresholds returns the breaker settings of a key, each field looked up on
+// its own: the key's override, then the format's, then the global value.
+func (c *Config) Thresholds(key, format string) BreakerSettings {
+	bs := BreakerSettings{FailureThreshold: c.CircuitBreaker.FailureThreshold, FailureThresholdFrom: "global",
+		ResetTimeout: c.CircuitBreaker.ResetTimeout, ResetTimeoutFrom: "global"}
 	// Walk from least to most specific so the most specific wins.
 	levels := []struct{ name, from string }{
 		{format, "format " + strconv.Quote(format)},
@@ -107,11 +114,11 @@ func (c *Config) Thresholds(key, format string) (threshold int, thresholdFrom st
 			continue
 		}
 		if o.FailureThreshold != nil {
-			threshold, thresholdFrom = *o.FailureThreshold, l.from
+			bs.FailureThreshold, bs.FailureThresholdFrom = *o.FailureThreshold, l.from
 		}
 		if o.ResetTimeout != nil {
-			reset, resetFrom = *o.ResetTimeout, l.from
+			bs.ResetTimeout, bs.ResetTimeoutFrom = *o.ResetTimeout, l.from
 		}
 	}
-	return threshold, thresholdFrom, reset, resetFrom
+	return bs
 }

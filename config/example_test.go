@@ -32,8 +32,10 @@ func TestExampleConfig(t *testing.T) {
 	if n := len(cfg.Chain("pypi")); n != 2 {
 		t.Errorf("pypi chain has %d upstreams", n)
 	}
-	th, thFrom, _, _ := cfg.Thresholds("docker:https://registry-1.docker.io", "docker")
-	_, _, reset, resetFrom := cfg.Thresholds("pypi:https://pypi.org/simple", "pypi")
+	hub := cfg.Thresholds("docker:https://registry-1.docker.io", "docker")
+	th, thFrom := hub.FailureThreshold, hub.FailureThresholdFrom
+	pypi := cfg.Thresholds("pypi:https://pypi.org/simple", "pypi")
+	reset, resetFrom := pypi.ResetTimeout, pypi.ResetTimeoutFrom
 	if th != 10 || thFrom != `override "docker:https://registry-1.docker.io"` || reset != 15*time.Second || resetFrom != `format "pypi"` {
 		t.Errorf("thresholds: %d %s %v %s", th, thFrom, reset, resetFrom)
 	}

@@ -96,7 +96,7 @@ func checkSound(t *testing.T, cfg *Config) {
 		if len(u.Hosts) == 0 || u.Hosts[0] != u.URL.Hostname() {
 			t.Fatalf("%s hosts %q", u.Key, u.Hosts)
 		}
-		if PerUpstreamKey(u.Format) {
+		if perUpstreamKey(u.Format) {
 			if keys[u.Key] {
 				t.Fatalf("duplicate key %s", u.Key)
 			}

@@ -148,7 +148,8 @@ reset_timeout = 5
 		{"maven:https://repo1.maven.org/maven2", "maven", 5, "global", 30 * time.Second, "global"},
 	}
 	for _, tc := range tests {
-		th, thFrom, rs, rsFrom := cfg.Thresholds(tc.key, tc.format)
+		bs := cfg.Thresholds(tc.key, tc.format)
+		th, thFrom, rs, rsFrom := bs.FailureThreshold, bs.FailureThresholdFrom, bs.ResetTimeout, bs.ResetTimeoutFrom
 		if th != tc.threshold || thFrom != tc.thresholdFrom || rs != tc.reset || rsFrom != tc.resetFrom {
 			t.Errorf("Thresholds(%q) = %d %s %v %s; want %d %s %v %s", tc.key, th, thFrom, rs, rsFrom,
 				tc.threshold, tc.thresholdFrom, tc.reset, tc.resetFrom)

@@ -123,7 +123,7 @@ func buildChain(in chainInput, probs *problems) []*Upstream {
 			up.Auth = userinfo
 		}
 		up.Bound = up.Format == "docker" && up.Prefix != ""
-		if PerUpstreamKey(up.Format) {
+		if perUpstreamKey(up.Format) {
 			up.Key = up.Format + ":" + u.String()
 			if seenKey[up.Key] {
 				probs.add(en.at.errorf("duplicate upstream %s", up.Key))

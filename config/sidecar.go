@@ -50,6 +50,16 @@ func sidecarFields(s *Sidecar) []sidecarField {
 	}
 }
 
+// SidecarKeys lists every key of the [sidecar] table, tables included.
+func SidecarKeys() []string {
+	var s Sidecar
+	keys := []string{"aliases", "resolve"}
+	for _, f := range sidecarFields(&s) {
+		keys = append(keys, f.key)
+	}
+	return keys
+}
+
 func defaultSidecar() Sidecar {
 	return Sidecar{
 		Listen:              "127.0.0.1:3128",

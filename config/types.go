@@ -1,7 +1,3 @@
-// Package config loads NORA's config.toml and NORA_* environment the way NORA
-// reads them, adds the proxy's own [sidecar] table, and turns the result into
-// one validated Config: the circuit-breaker settings and the ordered table of
-// upstreams every other package works from.
 package config
 
 import (
@@ -9,19 +5,16 @@ import (
 	"time"
 )
 
-// Formats lists every format nora-breaker knows, in the order used for
+// formatOrder lists every format nora-breaker knows, in the order used for
 // display and for "first upstream in config order" decisions across formats.
 var formatOrder = [...]string{
 	"docker", "maven", "npm", "pypi", "cargo", "go", "gems", "terraform",
 	"ansible", "nuget", "pub", "conan", "rpm", "deb",
 }
 
-// FormatNames returns the known formats in their canonical order.
-func FormatNames() []string { return append([]string(nil), formatOrder[:]...) }
-
-// PerUpstreamKey reports whether a format keeps one breaker per upstream
+// perUpstreamKey reports whether a format keeps one breaker per upstream
 // (docker, pypi, npm, maven) rather than one per format.
-func PerUpstreamKey(format string) bool {
+func perUpstreamKey(format string) bool {
 	switch format {
 	case "docker", "pypi", "npm", "maven":
 		return true

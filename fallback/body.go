@@ -3,15 +3,7 @@ package fallback
 import (
 	"bytes"
 	"io"
-	"strings"
 )
-
-// stringBody is an io.ReadCloser over a fixed string.
-type stringBody struct{ *strings.Reader }
-
-func newStringBody(s string) io.ReadCloser { return stringBody{strings.NewReader(s)} }
-
-func (stringBody) Close() error { return nil }
 
 // bytesBody is an io.ReadCloser over a fixed byte slice.
 type bytesBody struct{ *bytes.Reader }

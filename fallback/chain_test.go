@@ -1,7 +1,6 @@
 package fallback
 
 import (
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,29 +10,41 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/nora-breaker/nora-breaker/answer"
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/config"
 )
 
-// chainRig is a Chain over two upstreams of one format: A (addressed) and B
-// (its only candidate), B served by handler.
+// chainRig is a Chain over two upstreams of one format: A (addressed,
+// served by aHandler, which fails the test unless a case sets it) and B (its
+// only candidate), B served by handler.
 type chainRig struct {
 	*rig
-	chain *Chain
-	a, b  *config.Upstream
-	bHits atomic.Int64
+	chain    *Chain
+	a, b     *config.Upstream
+	bHits    atomic.Int64
+	aHandler atomic.Pointer[http.HandlerFunc]
 }
 
 func newChainRig(t *testing.T, format string, handler http.HandlerFunc) *chainRig {
 	t.Helper()
 	cr := &chainRig{}
+	a := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		h := cr.aHandler.Load()
+		if h == nil {
+			t.Errorf("A was asked for %s but should not have been", r.URL.Path)
+			http.Error(w, "not expected", http.StatusTeapot)
+			return
+		}
+		(*h)(w, r)
+	})
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
 		cr.bHits.Add(1)
 		handler(w, r)
 	})
-	cr.a = testUpstream(t, format, "http://a.test/repo")
+	cr.a = testUpstream(t, format, a.URL+"/repo")
 	cr.b = testUpstream(t, format, srv.URL+"/mirror")
-	cr.rig = newRig(t, nil, cr.a.Key, cr.b.Key)
+	cr.rig = newRig(t, cr.a.Key, cr.b.Key)
 	var err error
 	cr.chain, err = New(Options{Breakers: cr.set, Sender: cr.sender, Now: cr.clock.Now, Registerer: cr.reg,
 		Logger: zerolog.Nop()})
@@ -43,10 +54,14 @@ func newChainRig(t *testing.T, format string, handler http.HandlerFunc) *chainRi
 	return cr
 }
 
+// serveA makes A answer with h.
+func (cr *chainRig) serveA(h http.HandlerFunc) { cr.aHandler.Store(&h) }
+
 func (cr *chainRig) request(method, rel string) Request {
-	req := httptest.NewRequest(method, "http://a.test/repo"+rel, nil)
+	req := httptest.NewRequest(method, cr.a.URL.String()+rel, nil)
 	req.RequestURI = ""
-	return Request{Client: req, Addressed: cr.a, Rel: rel, Candidates: []*config.Upstream{cr.b}}
+	return Request{Client: req, Addressed: cr.a, Rel: rel, Candidates: []*config.Upstream{cr.b},
+		Settings: Settings{Transport: cr.tr}}
 }
 
 func TestChainRejected(t *testing.T) {
@@ -56,18 +71,18 @@ func TestChainRejected(t *testing.T) {
 		method     string
 		bStatus    int
 		wantStatus int
-		wantKind   string
+		wantKind   answer.Result
 		wantBHits  int
 	}{
-		{"B serves", "maven", http.MethodGet, 200, 200, KindFallback, 1},
-		{"B serves HEAD", "maven", http.MethodHead, 200, 200, KindFallback, 1},
-		{"B redirects", "maven", http.MethodGet, 302, 302, KindFallback, 1},
-		{"POST is never substituted", "maven", http.MethodPost, 200, 503, KindSynthesized503, 0},
-		{"maven B 404 is the truth", "maven", http.MethodGet, 404, 404, KindSynthesized404, 1},
-		{"docker B 410 is the truth", "docker", http.MethodGet, 410, 404, KindSynthesized404, 1},
-		{"pypi B 404 proves nothing", "pypi", http.MethodGet, 404, 503, KindSynthesized503, 1},
-		{"B 403 moves on", "maven", http.MethodGet, 403, 503, KindSynthesized503, 1},
-		{"B failing", "maven", http.MethodGet, 500, 503, KindSynthesized503, 1},
+		{"B serves", "maven", http.MethodGet, 200, 200, answer.Fallback, 1},
+		{"B serves HEAD", "maven", http.MethodHead, 200, 200, answer.Fallback, 1},
+		{"B redirects", "maven", http.MethodGet, 302, 302, answer.Fallback, 1},
+		{"POST is never substituted", "maven", http.MethodPost, 200, 503, answer.Synthesized503, 0},
+		{"maven B 404 is the truth", "maven", http.MethodGet, 404, 404, answer.Synthesized404, 1},
+		{"docker B 410 is the truth", "docker", http.MethodGet, 410, 404, answer.Synthesized404, 1},
+		{"pypi B 404 proves nothing", "pypi", http.MethodGet, 404, 503, answer.Synthesized503, 1},
+		{"B 403 moves on", "maven", http.MethodGet, 403, 503, answer.Synthesized503, 1},
+		{"B failing", "maven", http.MethodGet, 500, 503, answer.Synthesized503, 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -84,13 +99,13 @@ func TestChainRejected(t *testing.T) {
 			if err := cr.set.Force(cr.a.Key, breakerstate.ModeOpen); err != nil {
 				t.Fatal(err)
 			}
-			res := cr.chain.Rejected(cr.request(tc.method, "/g/a.jar"))
+			res := cr.chain.Serve(cr.request(tc.method, "/g/a.jar"))
 			defer res.Resp.Body.Close()
 			if res.Resp.StatusCode != tc.wantStatus || res.Kind != tc.wantKind || cr.bHits.Load() != int64(tc.wantBHits) {
 				t.Fatalf("got %d %s (B hits %d), want %d %s (%d)", res.Resp.StatusCode, res.Kind, cr.bHits.Load(),
 					tc.wantStatus, tc.wantKind, tc.wantBHits)
 			}
-			if tc.wantKind != KindFallback {
+			if tc.wantKind != answer.Fallback {
 				if res.Resp.Header.Get("X-Nora-Breaker-Key") != cr.a.Key {
 					t.Errorf("X-Nora-Breaker-Key %q", res.Resp.Header.Get("X-Nora-Breaker-Key"))
 				}
@@ -121,33 +136,42 @@ func TestChainRetryAfterIsSmallestOpenTime(t *testing.T) {
 		cr.admit(t, cr.b.Key).Done(breakerstate.Failure)
 	}
 	cr.clock.Advance(10 * time.Second)
-	res := cr.chain.Rejected(cr.request(http.MethodGet, "/g/a.jar"))
+	res := cr.chain.Serve(cr.request(http.MethodGet, "/g/a.jar"))
 	res.Resp.Body.Close()
 	if res.Resp.StatusCode != 503 || res.Resp.Header.Get("Retry-After") != "20" || res.Attempts != 0 {
 		t.Fatalf("got %d Retry-After %q attempts %d", res.Resp.StatusCode, res.Resp.Header.Get("Retry-After"), res.Attempts)
 	}
 }
 
+// TestChainFailed: A was asked and failed (a 5xx, a broken connection, no
+// headers in time) before anything reached the client.
 func TestChainFailed(t *testing.T) {
-	primary := func() *http.Response {
-		return &http.Response{StatusCode: 502, Status: "502 Bad Gateway", Header: http.Header{"X-From": {"A"}},
-			Body: newStringBody("A is broken"), ContentLength: 11}
+	broken := func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("X-From", "A")
+		w.WriteHeader(http.StatusBadGateway)
+		io.WriteString(w, "A is broken")
 	}
+	hangUp := func(w http.ResponseWriter, _ *http.Request) {
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}
+	silent := func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }
 	tests := []struct {
 		name       string
 		bStatus    int // 0: no candidates
-		primary    *http.Response
-		cause      error
+		a          http.HandlerFunc
 		wantStatus int
-		wantKind   string
+		wantKind   answer.Result
 		wantBody   string
 	}{
-		{"candidate serves", 200, primary(), nil, 200, KindFallback, "from B"},
-		{"A's own 5xx replayed", 0, primary(), nil, 502, KindForwarded, "A is broken"},
-		{"A's 5xx beats B's 500", 500, primary(), nil, 502, KindForwarded, "A is broken"},
-		{"maven B 404", 404, primary(), nil, 404, KindSynthesized404, ""},
-		{"dial error", 0, nil, errors.New("upstream a: dial refused"), 502, KindError, ""},
-		{"header timeout", 0, nil, ErrHeaderTimeout, 504, KindError, ""},
+		{"candidate serves", 200, broken, 200, answer.Fallback, "from B"},
+		{"A's own 5xx replayed", 0, broken, 502, answer.Forwarded, "A is broken"},
+		{"A's 5xx beats B's 500", 500, broken, 502, answer.Forwarded, "A is broken"},
+		{"maven B 404", 404, broken, 404, answer.Synthesized404, ""},
+		{"connection error", 0, hangUp, 502, answer.Error, ""},
+		{"header timeout", 0, silent, 504, answer.Error, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -155,11 +179,13 @@ func TestChainFailed(t *testing.T) {
 				w.WriteHeader(tc.bStatus)
 				io.WriteString(w, "from B")
 			})
+			cr.a.ProxyTimeout = 100 * time.Millisecond
+			cr.serveA(tc.a)
 			r := cr.request(http.MethodGet, "/g/a.jar")
 			if tc.bStatus == 0 {
 				r.Candidates = nil
 			}
-			res := cr.chain.Failed(r, tc.primary, tc.cause)
+			res := cr.chain.Serve(r)
 			body, _ := io.ReadAll(res.Resp.Body)
 			res.Resp.Body.Close()
 			if res.Resp.StatusCode != tc.wantStatus || res.Kind != tc.wantKind {
@@ -168,7 +194,7 @@ func TestChainFailed(t *testing.T) {
 			if tc.wantBody != "" && string(body) != tc.wantBody {
 				t.Errorf("body %q, want %q", body, tc.wantBody)
 			}
-			if tc.primary != nil && tc.wantKind == KindForwarded && res.Resp.Header.Get("X-From") != "A" {
+			if tc.wantKind == answer.Forwarded && res.Resp.Header.Get("X-From") != "A" {
 				t.Errorf("A's headers lost: %v", res.Resp.Header)
 			}
 			wantAttempts := 1

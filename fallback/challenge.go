@@ -32,11 +32,11 @@ type Challenge struct {
 // send one or two challenges.
 const maxChallenges = 64
 
-// ParseChallenges parses the values of one or more WWW-Authenticate headers.
+// parseChallenges parses the values of one or more WWW-Authenticate headers.
 // Each value may hold several comma-separated challenges. Malformed parts are
 // skipped rather than failing the whole header, because a registry with a
 // sloppy header is still worth talking to.
-func ParseChallenges(header []string) []Challenge {
+func parseChallenges(header []string) []Challenge {
 	var out []Challenge
 	for _, v := range header {
 		p := challengeParser{s: v}
@@ -51,10 +51,10 @@ func ParseChallenges(header []string) []Challenge {
 	return out
 }
 
-// BearerChallenge returns the first Bearer challenge with a realm in h,
+// bearerChallenge returns the first Bearer challenge with a realm in h,
 // the only kind docker token negotiation can answer.
-func BearerChallenge(h http.Header) (Challenge, bool) {
-	for _, ch := range ParseChallenges(h.Values("Www-Authenticate")) {
+func bearerChallenge(h http.Header) (Challenge, bool) {
+	for _, ch := range parseChallenges(h.Values("Www-Authenticate")) {
 		if ch.Scheme == "bearer" && ch.Realm != "" {
 			return ch, true
 		}

@@ -106,9 +106,9 @@ func TestParseChallenges(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := ParseChallenges(tt.header)
+			got := parseChallenges(tt.header)
 			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("ParseChallenges(%q)\n got %#v\nwant %#v", tt.header, got, tt.want)
+				t.Errorf("parseChallenges(%q)\n got %#v\nwant %#v", tt.header, got, tt.want)
 			}
 		})
 	}
@@ -132,9 +132,9 @@ func TestBearerChallenge(t *testing.T) {
 			for _, v := range tt.values {
 				h.Add("WWW-Authenticate", v)
 			}
-			ch, ok := BearerChallenge(h)
+			ch, ok := bearerChallenge(h)
 			if ok != tt.wantOK || ch.Realm != tt.wantRealm {
-				t.Errorf("BearerChallenge = (%q, %v), want (%q, %v)", ch.Realm, ok, tt.wantRealm, tt.wantOK)
+				t.Errorf("bearerChallenge = (%q, %v), want (%q, %v)", ch.Realm, ok, tt.wantRealm, tt.wantOK)
 			}
 		})
 	}
@@ -157,7 +157,7 @@ func FuzzParseChallenges(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		chs := ParseChallenges([]string{s})
+		chs := parseChallenges([]string{s})
 		if len(chs) > maxChallenges {
 			t.Fatalf("%d challenges, limit %d", len(chs), maxChallenges)
 		}

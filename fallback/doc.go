@@ -1,4 +1,13 @@
-// Package fallback decides what a client gets when the upstream it addressed
-// cannot serve: the next upstream of the same format, a stale copy, or a
-// synthesized answer.
+// Package fallback decides which upstream answers a classified request. It
+// runs one bounded loop: the addressed upstream while its breaker admits it,
+// then, for a GET or HEAD it could not serve, each later upstream of the
+// same format (with the request rewritten for that upstream and its own
+// credentials), then a stale copy, then the proxy's own answer. Each step of
+// the loop is one check; docs/behaviour.md, "When the addressed upstream
+// cannot serve", is the account of it.
+//
+// One attempt at one upstream is package attempt's job; the proxy's own
+// answers are package answer's. This package owns what lies between: the
+// order of the attempts, substitution, docker bearer tokens for substituted
+// registries, PyPI link rewriting, stale copies, and the terminal answer.
 package fallback

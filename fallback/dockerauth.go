@@ -18,11 +18,11 @@ import (
 	"golang.org/x/sync/singleflight"
 )
 
-// ErrBadRealm reports a token realm we refuse to contact: not http(s), or an
+// errBadRealm reports a token realm we refuse to contact: not http(s), or an
 // address that reaches the host itself (link-local, cloud metadata,
 // unspecified). The realm comes from an upstream's 401, so an upstream could
 // otherwise point the proxy, with credentials, at anything.
-var ErrBadRealm = errors.New("refused token realm")
+var errBadRealm = errors.New("refused token realm")
 
 const (
 	// defaultTokenLifetime applies when the token answer has no expires_in,
@@ -99,10 +99,11 @@ func NewTokenSource(o TokenOptions) *TokenSource {
 }
 
 // Token returns a bearer token for upstreamKey answering ch, from the cache
-// while it is fresh, else fetched from ch.Realm with Basic credentials auth
-// ("user:pass") when auth is not empty. Concurrent misses for the same key
-// share one fetch; failures are not cached.
-func (ts *TokenSource) Token(ctx context.Context, upstreamKey, auth string, ch Challenge) (string, error) {
+// while it is fresh, else fetched from ch.Realm through rt (nil: the
+// TokenSource's own client) with Basic credentials auth ("user:pass") when
+// auth is not empty. Concurrent misses for the same key share one fetch;
+// failures are not cached.
+func (ts *TokenSource) Token(ctx context.Context, rt http.RoundTripper, upstreamKey, auth string, ch Challenge) (string, error) {
 	realm, err := checkRealm(ch.Realm)
 	if err != nil {
 		return "", fmt.Errorf("upstream %s: %w", upstreamKey, err)
@@ -122,7 +123,7 @@ func (ts *TokenSource) Token(ctx context.Context, upstreamKey, auth string, ch C
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tokenFetchTimeout)
 		defer cancel()
 		start := ts.now()
-		tok, life, err := ts.fetch(fctx, realm, auth, ch)
+		tok, life, err := ts.fetch(fctx, rt, realm, auth, ch)
 		if err != nil {
 			return "", err
 		}
@@ -185,7 +186,7 @@ func (ts *TokenSource) store(key string, e tokenEntry) {
 }
 
 // fetch asks the realm for a token and returns it with its lifetime.
-func (ts *TokenSource) fetch(ctx context.Context, realm *url.URL, auth string, ch Challenge) (string, time.Duration, error) {
+func (ts *TokenSource) fetch(ctx context.Context, rt http.RoundTripper, realm *url.URL, auth string, ch Challenge) (string, time.Duration, error) {
 	u := *realm
 	q := u.Query()
 	if ch.Service != "" {
@@ -203,7 +204,7 @@ func (ts *TokenSource) fetch(ctx context.Context, realm *url.URL, auth string, c
 		user, pass, _ := strings.Cut(auth, ":")
 		req.SetBasicAuth(user, pass)
 	}
-	resp, err := ts.guardedClient().Do(req)
+	resp, err := ts.guardedClient(rt).Do(req)
 	if err != nil {
 		// The url.Error names the realm URL, whose query holds only
 		// service and scope, never a credential.
@@ -227,10 +228,14 @@ func (ts *TokenSource) fetch(ctx context.Context, realm *url.URL, auth string, c
 	return tok, tokenLifetime(ans.ExpiresIn), nil
 }
 
-// guardedClient returns a shallow copy of the client whose redirects must
-// also pass checkRealm, so a realm cannot bounce us to the metadata service.
-func (ts *TokenSource) guardedClient() *http.Client {
+// guardedClient returns a shallow copy of the client, using rt when it is
+// set, whose redirects must also pass checkRealm, so a realm cannot bounce
+// us to the metadata service.
+func (ts *TokenSource) guardedClient(rt http.RoundTripper) *http.Client {
 	c := *ts.client
+	if rt != nil {
+		c.Transport = rt
+	}
 	inner := ts.client.CheckRedirect
 	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
 		if _, err := checkRealm(req.URL.String()); err != nil {
@@ -253,17 +258,17 @@ func (ts *TokenSource) guardedClient() *http.Client {
 func checkRealm(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: unparsable", ErrBadRealm)
+		return nil, fmt.Errorf("%w: unparsable", errBadRealm)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("%w: scheme %q", ErrBadRealm, u.Scheme)
+		return nil, fmt.Errorf("%w: scheme %q", errBadRealm, u.Scheme)
 	}
 	host := strings.TrimSuffix(u.Hostname(), ".")
 	if host == "" {
-		return nil, fmt.Errorf("%w: no host", ErrBadRealm)
+		return nil, fmt.Errorf("%w: no host", errBadRealm)
 	}
 	if addr, err := netip.ParseAddr(host); err == nil && forbiddenRealmAddr(addr) {
-		return nil, fmt.Errorf("%w: address %s", ErrBadRealm, host)
+		return nil, fmt.Errorf("%w: address %s", errBadRealm, host)
 	}
 	// Credentials in the realm URL would be sent by net/http on our behalf;
 	// only the candidate's configured credentials may be.

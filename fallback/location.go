@@ -5,11 +5,11 @@ import (
 	"net/url"
 )
 
-// AbsoluteLocation makes relative Location headers in h absolute against
+// absoluteLocation makes relative Location headers in h absolute against
 // base, the URL the candidate upstream was asked. The client addressed a
 // different upstream, so a relative redirect would otherwise send it back
 // to the wrong host. Absolute and unparsable values are left alone.
-func AbsoluteLocation(h http.Header, base *url.URL) {
+func absoluteLocation(h http.Header, base *url.URL) {
 	if base == nil {
 		return
 	}

@@ -33,7 +33,7 @@ func TestAbsoluteLocation(t *testing.T) {
 			for _, v := range tt.in {
 				h.Add("Location", v)
 			}
-			AbsoluteLocation(h, base)
+			absoluteLocation(h, base)
 			if got := h.Values("Location"); !slices.Equal(got, tt.want) {
 				t.Errorf("Location = %q, want %q", got, tt.want)
 			}
@@ -43,7 +43,7 @@ func TestAbsoluteLocation(t *testing.T) {
 
 func TestAbsoluteLocationNilBase(t *testing.T) {
 	h := http.Header{"Location": {"/x"}}
-	AbsoluteLocation(h, nil)
+	absoluteLocation(h, nil)
 	if got := h.Get("Location"); got != "/x" {
 		t.Errorf("Location = %q, want it untouched", got)
 	}

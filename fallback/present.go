@@ -2,7 +2,6 @@ package fallback
 
 import (
 	"io"
-	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -18,27 +17,18 @@ import (
 func (c *Chain) present(r Request, cand *config.Upstream, resp *http.Response) *http.Response {
 	resp.Header.Set("X-Nora-Upstream", cand.Key)
 	page := *resp.Request.URL
-	AbsoluteLocation(resp.Header, &page)
+	absoluteLocation(resp.Header, &page)
 	if cand.Format == "pypi" && resp.StatusCode == http.StatusOK && r.Client.Method == http.MethodGet &&
-		isPyPIPage(resp.Header.Get("Content-Type")) {
+		pypiPageKind(resp.Header.Get("Content-Type")) != pypiOther {
 		c.rewritePyPI(resp, &page)
 	}
 	return resp
 }
 
-func isPyPIPage(contentType string) bool {
-	mt, _, err := mime.ParseMediaType(contentType)
-	if err != nil {
-		return false
-	}
-	return mt == "text/html" || mt == "application/vnd.pypi.simple.v1+html" ||
-		mt == "application/vnd.pypi.simple.v1+json"
-}
-
-// rewritePyPI buffers a page up to MaxPyPIPage and rewrites its links. A
+// rewritePyPI buffers a page up to maxPyPIPage and rewrites its links. A
 // larger page, or one that cannot be read whole, streams on untouched.
 func (c *Chain) rewritePyPI(resp *http.Response, page *url.URL) {
-	if resp.ContentLength > MaxPyPIPage {
+	if resp.ContentLength > maxPyPIPage {
 		return
 	}
 	if enc := resp.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
@@ -46,13 +36,13 @@ func (c *Chain) rewritePyPI(resp *http.Response, page *url.URL) {
 		// mean decompressing on the hot path.
 		return
 	}
-	buf, err := io.ReadAll(io.LimitReader(resp.Body, MaxPyPIPage+1))
-	if err != nil || int64(len(buf)) > MaxPyPIPage {
+	buf, err := io.ReadAll(io.LimitReader(resp.Body, maxPyPIPage+1))
+	if err != nil || int64(len(buf)) > maxPyPIPage {
 		resp.Body = newPrefixedBody(buf, resp.Body)
 		return
 	}
 	resp.Body.Close()
-	out, changed, err := RewritePyPIPage(buf, resp.Header.Get("Content-Type"), page)
+	out, changed, err := rewritePyPIPage(buf, resp.Header.Get("Content-Type"), page)
 	if err != nil || !changed {
 		out = buf
 	}

@@ -12,12 +12,12 @@ import (
 	"golang.org/x/net/html"
 )
 
-// MaxPyPIPage is the largest PyPI simple page RewritePyPIPage accepts; a
-// larger one is passed on unchanged (SPEC §5.4).
-const MaxPyPIPage = 32 << 20
+// maxPyPIPage is the largest PyPI simple page rewritePyPIPage accepts; a
+// larger one is passed on unchanged (docs/behaviour.md §5.4).
+const maxPyPIPage = 32 << 20
 
-// ErrPageTooLarge reports a page over MaxPyPIPage.
-var ErrPageTooLarge = errors.New("pypi simple page too large to rewrite")
+// errPageTooLarge reports a page over maxPyPIPage.
+var errPageTooLarge = errors.New("pypi simple page too large to rewrite")
 
 // pypiKind says which PEP a simple page follows.
 type pypiKind int
@@ -28,7 +28,7 @@ const (
 	pypiJSON           // PEP 691
 )
 
-// RewritePyPIPage makes the relative file links of a PyPI simple page
+// rewritePyPIPage makes the relative file links of a PyPI simple page
 // absolute against pageURL, the URL the substituted index served it from.
 // The client asked another index, so without this it would resolve the
 // links against the wrong host. HTML pages (PEP 503) have the href of <a>
@@ -36,7 +36,7 @@ const (
 // byte; JSON pages (PEP 691) have files[].url rewritten and are re-encoded.
 // Absolute URLs are kept as they are, fragments (#sha256=…) are kept.
 // Other content types, and any failure, return body unchanged with false.
-func RewritePyPIPage(body []byte, contentType string, pageURL *url.URL) ([]byte, bool, error) {
+func rewritePyPIPage(body []byte, contentType string, pageURL *url.URL) ([]byte, bool, error) {
 	kind := pypiPageKind(contentType)
 	if kind == pypiOther {
 		return body, false, nil
@@ -44,8 +44,8 @@ func RewritePyPIPage(body []byte, contentType string, pageURL *url.URL) ([]byte,
 	if pageURL == nil {
 		return body, false, errors.New("rewriting pypi page: no page URL")
 	}
-	if len(body) > MaxPyPIPage {
-		return body, false, fmt.Errorf("%w: %d bytes", ErrPageTooLarge, len(body))
+	if len(body) > maxPyPIPage {
+		return body, false, fmt.Errorf("%w: %d bytes", errPageTooLarge, len(body))
 	}
 	// Userinfo of the candidate's URL must never reach the client's page.
 	base := withoutUserinfo(pageURL)

@@ -104,7 +104,7 @@ func TestRewritePyPIPageHTML(t *testing.T) {
 			if page == "" {
 				page = "http://b.test/simple/x/"
 			}
-			got, changed, err := RewritePyPIPage([]byte(tt.in), htmlType, mustURL(t, page))
+			got, changed, err := rewritePyPIPage([]byte(tt.in), htmlType, mustURL(t, page))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -124,7 +124,7 @@ func TestRewritePyPIPageJSON(t *testing.T) {
 		`{"filename":"x.whl","url":"../../packages/x.whl` + sha + `","hashes":{"sha256":"ab"},"requires-python":">=3.8","yanked":false,"size":12345678901234567890},` +
 		`{"filename":"y.whl","url":"https://files.test/y.whl?a=1&b=2"},` +
 		`{"filename":"z.whl","url":42},"not an object"],"versions":["1.0"]}`
-	got, changed, err := RewritePyPIPage([]byte(in), jsonType, page)
+	got, changed, err := rewritePyPIPage([]byte(in), jsonType, page)
 	if err != nil || !changed {
 		t.Fatalf("changed=%v err=%v", changed, err)
 	}
@@ -165,11 +165,11 @@ func TestRewritePyPIPageUnchanged(t *testing.T) {
 		{"unknown content type", "application/octet-stream", `<a href="x.whl">`, nil},
 		{"no content type", "", `<a href="x.whl">`, nil},
 		{"html all absolute", "application/vnd.pypi.simple.v1+html", `<a href="https://f.test/x.whl">`, nil},
-		{"too large", htmlType, strings.Repeat(" ", MaxPyPIPage+1), ErrPageTooLarge},
+		{"too large", htmlType, strings.Repeat(" ", maxPyPIPage+1), errPageTooLarge},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, changed, err := RewritePyPIPage([]byte(tt.body), tt.contentType, page)
+			got, changed, err := rewritePyPIPage([]byte(tt.body), tt.contentType, page)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("err = %v, want %v", err, tt.wantErr)
 			}
@@ -178,7 +178,7 @@ func TestRewritePyPIPageUnchanged(t *testing.T) {
 			}
 		})
 	}
-	if _, _, err := RewritePyPIPage([]byte(`{"files":`), jsonType, page); err == nil {
+	if _, _, err := rewritePyPIPage([]byte(`{"files":`), jsonType, page); err == nil {
 		t.Error("invalid JSON: no error")
 	}
 }
@@ -284,7 +284,7 @@ func FuzzRewritePyPIPage(f *testing.F) {
 			checkHrefSpans(t, body)
 		}
 		orig := bytes.Clone(body)
-		out, changed, err := RewritePyPIPage(body, ct, page)
+		out, changed, err := rewritePyPIPage(body, ct, page)
 		if !bytes.Equal(body, orig) {
 			t.Fatal("input modified")
 		}
@@ -300,7 +300,7 @@ func FuzzRewritePyPIPage(f *testing.F) {
 		if bytes.Contains(out, []byte("pw@")) {
 			t.Fatalf("page credentials leaked: %q", out)
 		}
-		again, changed2, err := RewritePyPIPage(out, ct, page)
+		again, changed2, err := rewritePyPIPage(out, ct, page)
 		if err != nil || changed2 {
 			t.Fatalf("second rewrite changed=%v err=%v:\n%q\n%q\n%q", changed2, err, body, out, again)
 		}
@@ -334,7 +334,7 @@ func BenchmarkRewritePyPIPage(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(body)))
 			for b.Loop() {
-				if _, changed, err := RewritePyPIPage(body, htmlType, page); err != nil || changed == bc.absolute {
+				if _, changed, err := rewritePyPIPage(body, htmlType, page); err != nil || changed == bc.absolute {
 					b.Fatalf("changed=%v err=%v", changed, err)
 				}
 			}

@@ -10,14 +10,14 @@ import (
 )
 
 // clientOnlyHeaders are the client's credentials for the upstream it
-// addressed; they must never reach another upstream (SPEC §5.4, §10).
+// addressed; they must never reach another upstream (docs/behaviour.md §5.4, §10).
 var clientOnlyHeaders = [...]string{"Authorization", "Cookie", "Proxy-Authorization"}
 
-// Substitute builds the request for candidate cand from the client's request:
+// substitute builds the request for candidate cand from the client's request:
 // same method and query, the path below the addressed upstream appended to
 // the candidate's URL, the candidate's Host, none of the client's credentials
 // and the candidate's own Basic credentials when it has some.
-func Substitute(client *http.Request, cand *config.Upstream, rel string) *http.Request {
+func substitute(client *http.Request, cand *config.Upstream, rel string) *http.Request {
 	u := *cand.URL
 	u.User = nil
 	u.RawPath = ""
@@ -40,14 +40,14 @@ func Substitute(client *http.Request, cand *config.Upstream, rel string) *http.R
 		out.Header.Del(h)
 	}
 	if cand.Auth != "" {
-		out.Header.Set("Authorization", BasicAuth(cand.Auth))
+		out.Header.Set("Authorization", basicAuth(cand.Auth))
 	}
 	return out
 }
 
-// BasicAuth renders "user:pass" as an HTTP Basic credential, exactly as NORA
+// basicAuth renders "user:pass" as an HTTP Basic credential, exactly as NORA
 // does: the configured string is encoded as given.
-func BasicAuth(userPass string) string {
+func basicAuth(userPass string) string {
 	return "Basic " + base64.StdEncoding.EncodeToString([]byte(userPass))
 }
 

@@ -40,7 +40,7 @@ func TestSubstitute(t *testing.T) {
 			client.Header.Set("Accept", "application/vnd.oci.image.index.v1+json")
 			cand := testUpstream(t, "maven", tc.cand)
 			cand.Auth = tc.auth
-			out := Substitute(client, cand, tc.rel)
+			out := substitute(client, cand, tc.rel)
 			if got := out.URL.String(); got != tc.wantURL {
 				t.Errorf("URL %q, want %q", got, tc.wantURL)
 			}
@@ -72,7 +72,7 @@ func TestSubstitute(t *testing.T) {
 
 func TestSubstituteBasicAuth(t *testing.T) {
 	// Encoded as configured, colon and all, as NORA does.
-	if got := BasicAuth("ci-reader:p:w"); got != "Basic Y2ktcmVhZGVyOnA6dw==" {
+	if got := basicAuth("ci-reader:p:w"); got != "Basic Y2ktcmVhZGVyOnA6dw==" {
 		t.Fatalf("got %q", got)
 	}
 }

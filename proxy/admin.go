@@ -13,7 +13,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 )
 
-// AdminHandler serves the admin listener (SPEC §7). It is never mounted on
+// AdminHandler serves the admin listener (docs/behaviour.md §7). It is never mounted on
 // the proxy port.
 func (p *Proxy) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
@@ -25,8 +25,8 @@ func (p *Proxy) AdminHandler() http.Handler {
 	return mux
 }
 
-// BreakerView is one entry of GET /breakers.
-type BreakerView struct {
+// breakerView is one entry of GET /breakers.
+type breakerView struct {
 	Key                string   `json:"key"`
 	Format             string   `json:"format"`
 	State              string   `json:"state"`
@@ -41,12 +41,12 @@ type BreakerView struct {
 	Forced             string   `json:"forced"`
 }
 
-func (p *Proxy) views() []BreakerView {
+func (p *Proxy) views() []breakerView {
 	now := p.now()
 	snaps := p.breakers.Snapshot()
-	out := make([]BreakerView, 0, len(snaps))
+	out := make([]breakerView, 0, len(snaps))
 	for _, s := range snaps {
-		v := BreakerView{Key: s.Key, Format: s.Format, State: s.State.String(), FailureCount: s.FailureCount,
+		v := breakerView{Key: s.Key, Format: s.Format, State: s.State.String(), FailureCount: s.FailureCount,
 			Threshold: s.Threshold, ThresholdSource: s.ThresholdSource, ResetTimeout: s.ResetTimeout.Seconds(),
 			ResetTimeoutSource: s.ResetTimeoutSource, Rejections: s.Rejections, Forced: s.Forced,
 			RetryAfter: int(math.Ceil(s.RetryAfter.Seconds()))}

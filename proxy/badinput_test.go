@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// The bad-input matrix (SPEC §10, issue 8): each case is sent as raw bytes
+// The bad-input matrix (docs/behaviour.md §10): each case is sent as raw bytes
 // over its own TCP connection to the real proxy, on the plain port or inside
 // an intercepted TLS tunnel, and has one expected answer. Afterwards the
 // proxy must still serve, and no goroutine or file descriptor may be left
@@ -300,7 +300,7 @@ type biBaseline struct {
 
 func biTakeBaseline(t *testing.T, e *biEnv) biBaseline {
 	t.Helper()
-	e.ix.tp.tr.CloseIdleConnections()
+	e.ix.tp.state.Load().transport.CloseIdleConnections()
 	// Let connections closed just now finish closing on both sides.
 	var b biBaseline
 	pollUntil(t, 5*time.Second, func() bool {
@@ -317,7 +317,7 @@ func biTakeBaseline(t *testing.T, e *biEnv) biBaseline {
 // (a little slack for runtime helpers), with a deadline.
 func biWaitBaseline(t *testing.T, e *biEnv, base biBaseline) {
 	t.Helper()
-	e.ix.tp.tr.CloseIdleConnections()
+	e.ix.tp.state.Load().transport.CloseIdleConnections()
 	var g, f int
 	ok := pollUntilOK(15*time.Second, func() bool {
 		g, f = biGoroutines(), biOpenFDs(t)

@@ -58,7 +58,7 @@ func BenchmarkRequestLogLine(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		rec := p.newRecord(req)
-		rec.match, rec.result, rec.status, rec.attempts = m, "forwarded", 200, 1
+		rec.route, rec.result, rec.status, rec.attempts = m, "forwarded", 200, 1
 		p.emit(rec, 4096)
 	}
 }

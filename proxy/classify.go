@@ -9,9 +9,9 @@ import (
 	"github.com/nora-breaker/nora-breaker/config"
 )
 
-// Match is the result of classifying one request URL against the upstream
-// table (SPEC §3).
-type Match struct {
+// route is the result of classifying one request URL against the upstream
+// table (docs/behaviour.md §3).
+type route struct {
 	// Upstream is the upstream the request belongs to; nil when unclassified.
 	Upstream *config.Upstream
 	// Alias is true when the request matched only by host (an alias host such
@@ -25,11 +25,11 @@ type Match struct {
 }
 
 // Classified reports whether the request belongs to a configured upstream.
-func (m Match) Classified() bool { return m.Upstream != nil }
+func (m route) Classified() bool { return m.Upstream != nil }
 
-// Table classifies request URLs. It is built once per configuration and is
+// upstreamTable classifies request URLs. It is built once per configuration and is
 // read-only afterwards, so any number of goroutines may use it.
-type Table struct {
+type upstreamTable struct {
 	// byAuthority maps "scheme://host:port" to the upstreams whose URL has
 	// that origin, longest path first, so the first boundary match is the
 	// longest configured prefix.
@@ -41,10 +41,10 @@ type Table struct {
 	chains map[string][]*config.Upstream
 }
 
-// NewTable builds the lookup structures for the given upstreams, which must be
+// newTable builds the lookup structures for the given upstreams, which must be
 // in config order.
-func NewTable(ups []*config.Upstream) *Table {
-	t := &Table{
+func newTable(ups []*config.Upstream) *upstreamTable {
+	t := &upstreamTable{
 		byAuthority: make(map[string][]*config.Upstream),
 		byHost:      make(map[string]*config.Upstream),
 		chains:      make(map[string][]*config.Upstream),
@@ -70,35 +70,35 @@ func NewTable(ups []*config.Upstream) *Table {
 	return t
 }
 
-// Classify maps a request URL to its upstream (SPEC §3): the longest
+// Classify maps a request URL to its upstream (docs/behaviour.md §3): the longest
 // configured URL that is a prefix of it at a "/" boundary, else the first
 // upstream claiming its host, else nothing.
-func (t *Table) Classify(u *url.URL) Match {
+func (t *upstreamTable) Classify(u *url.URL) route {
 	host := strings.ToLower(u.Hostname())
 	scheme := strings.ToLower(u.Scheme)
 	path := u.EscapedPath()
 	for _, up := range t.byAuthority[origin(scheme, host, u.Port())] {
 		base := up.URL.EscapedPath()
 		if rel, ok := underPath(path, base); ok {
-			return Match{Upstream: up, Rel: rel}
+			return route{Upstream: up, Rel: rel}
 		}
 	}
 	if up := t.byHost[host]; up != nil {
-		return Match{Upstream: up, Alias: true}
+		return route{Upstream: up, Alias: true}
 	}
-	return Match{}
+	return route{}
 }
 
 // HostUpstream returns the first upstream (config order) that claims host, or
 // nil. Used for CONNECT, where only the host is visible.
-func (t *Table) HostUpstream(host string) *config.Upstream {
+func (t *upstreamTable) HostUpstream(host string) *config.Upstream {
 	return t.byHost[strings.ToLower(host)]
 }
 
 // Candidates returns the upstreams that may be asked instead of the one m
-// addressed (SPEC §5.4): same format, later in config order, never a bound
+// addressed (docs/behaviour.md §5.4): same format, later in config order, never a bound
 // docker upstream, and none at all for alias requests or bound upstreams.
-func (t *Table) Candidates(m Match) []*config.Upstream {
+func (t *upstreamTable) Candidates(m route) []*config.Upstream {
 	if m.Upstream == nil || m.Alias || m.Upstream.Bound {
 		return nil
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/config"
 )
 
-// classifyTOML exercises every rule of SPEC §3: nested paths on one host,
+// classifyTOML exercises every rule of docs/behaviour.md §3: nested paths on one host,
 // default and explicit ports, built-in and configured aliases, an alias host
 // claimed by two upstreams, and a bound docker upstream.
 const classifyTOML = `
@@ -34,10 +34,10 @@ proxy = "https://crates.io"
 maven = ["Mirror.Example.org"]
 `
 
-func classifyTable(t testing.TB) (*Table, *config.Config) {
+func classifyTable(t testing.TB) (*upstreamTable, *config.Config) {
 	t.Helper()
 	cfg := loadTestConfig(t, classifyTOML, nil)
-	return NewTable(cfg.Upstreams), cfg
+	return newTable(cfg.Upstreams), cfg
 }
 
 func TestClassify(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 
 // limitListener caps the number of open client connections. Beyond the
 // limit a connection is answered 503 and closed at once, instead of queueing
-// silently in the kernel's backlog (SPEC §10).
+// silently in the kernel's backlog (docs/behaviour.md §10).
 type limitListener struct {
 	net.Listener
 	max    int64

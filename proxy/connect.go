@@ -3,136 +3,170 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/elazarl/goproxy"
 
+	"github.com/nora-breaker/nora-breaker/answer"
+	"github.com/nora-breaker/nora-breaker/attempt"
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/config"
-	"github.com/nora-breaker/nora-breaker/fallback"
 )
 
-// onConnect decides a CONNECT (SPEC §5.2): intercept upstream and alias
-// hosts when a CA is configured; otherwise tunnel, with the host's breaker
-// deciding for upstream hosts; refuse what policy forbids.
+// onConnect decides a CONNECT: intercept upstream and alias hosts when a CA
+// is configured; otherwise tunnel, with the host's breaker deciding for
+// upstream hosts; refuse what policy forbids. It does no I/O: the dial and
+// everything after it happen in the hijacked connection's own handler, so
+// nothing is left behind if goproxy cannot hijack the connection.
 func (p *Proxy) onConnect(hostport string, ctx *goproxy.ProxyCtx) (action *goproxy.ConnectAction, target string) {
 	rec := p.newRecord(ctx.Req)
 	rec.scheme = "connect"
 	defer func() {
 		if v := recover(); v != nil {
 			p.log.Error().Str("panic", fmt.Sprint(v)).Msg("CONNECT handler panic recovered")
-			action, target = p.rejectConnect(ctx, rec, fallback.KindError,
-				fallback.TextResponse(ctx.Req, http.StatusInternalServerError, "text/plain; charset=utf-8",
-					"nora-breaker: internal error\n"))
+			action, target = p.rejectConnect(ctx, rec, answer.Error,
+				answer.Text(ctx.Req, http.StatusInternalServerError, "nora-breaker: internal error\n"))
 		}
 	}()
 	host, port, err := net.SplitHostPort(hostport)
 	if err != nil || port == "" || host == "" {
-		return p.rejectConnect(ctx, rec, "denied", plainAnswer(ctx.Req, http.StatusBadRequest,
+		return p.rejectConnect(ctx, rec, answer.Denied, answer.Refused(ctx.Req, http.StatusBadRequest,
 			"CONNECT needs a host:port target"))
 	}
 	host = strings.ToLower(host)
-	st := p.state.Load()
-	up := st.table.HostUpstream(host)
-	rec.match = Match{Upstream: up, Alias: true}
-	if why := p.connectRefusal(st, up, host, port); why != "" {
-		return p.rejectConnect(ctx, rec, "denied", plainAnswer(ctx.Req, http.StatusForbidden, why))
+	snap := p.state.Load()
+	up := snap.table.HostUpstream(host)
+	rec.route = route{Upstream: up, Alias: true}
+	if why := connectRefusal(snap, up, host, port); why != "" {
+		return p.rejectConnect(ctx, rec, answer.Denied, answer.Refused(ctx.Req, http.StatusForbidden, why))
 	}
 	if up != nil && p.ca != nil {
 		cs := &connectState{host: host, port: port}
 		ctx.UserData = cs
-		rec.result = "intercept"
-		p.log.Debug().Str("host", hostport).Str("key", up.Key).Msg("intercepting CONNECT")
-		return p.interceptAction(cs, hostport), hostport
+		rec.result = answer.Intercepted
+		p.emit(rec, 0)
+		return p.interceptAction(cs, hostport, snap), hostport
 	}
-	return p.tunnel(ctx, rec, up, hostport)
+	return &goproxy.ConnectAction{Action: goproxy.ConnectHijack,
+		Hijack: func(req *http.Request, client net.Conn, _ *goproxy.ProxyCtx) {
+			p.serveTunnel(req, client, snap, up, hostport, rec)
+		}}, hostport
 }
 
 // connectRefusal returns why a CONNECT is refused, or "".
-func (p *Proxy) connectRefusal(st *runtimeState, up *config.Upstream, host, port string) string {
-	allowed := st.hostAllowed(host, port)
+func connectRefusal(snap *snapshot, up *config.Upstream, host, port string) string {
+	allowed := snap.hostAllowed(host, port)
 	switch {
 	case literalForbidden(host) && !allowed:
 		return "destination address is not allowed"
-	case up == nil && st.cfg.Sidecar.DenyUnlisted && !allowed:
+	case up == nil && snap.cfg.Sidecar.DenyUnlisted && !allowed:
 		return "host is not a configured upstream"
-	case !st.connectPorts[port]:
+	case !snap.connectPorts[port]:
 		return "CONNECT port " + port + " is not allowed"
 	}
 	return ""
 }
 
-// tunnel dials the target now, while the CONNECT can still be answered with
-// a status, and hands the connection to goproxy through connectDial. For an
-// upstream host the breaker decides first and learns the dial's outcome.
-func (p *Proxy) tunnel(ctx *goproxy.ProxyCtx, rec *record, up *config.Upstream, hostport string) (*goproxy.ConnectAction, string) {
-	var done func(ok bool)
+// serveTunnel runs an accepted blind tunnel on the hijacked client
+// connection: for an upstream host its breaker decides and learns the dial's
+// outcome; the CONNECT is answered with 503, 403, 502 or 200, and after a
+// 200 bytes are relayed both ways until both sides are done.
+func (p *Proxy) serveTunnel(req *http.Request, client net.Conn, snap *snapshot, up *config.Upstream,
+	hostport string, rec *record) {
+	defer client.Close()
+	ticket := breakerstate.Ticket{}
 	if up != nil {
-		t, err := p.breakers.Allow(up.Key)
-		if errors.Is(err, breakerstate.ErrUnknownKey) {
-			t, err = breakerstate.Ticket{}, nil // key gone in a reload: no breaker
-		}
+		t, err := p.breakers.Admit(up.Key)
 		if err != nil {
 			state, wait, _ := p.breakers.RetryAfter(up.Key)
-			return p.rejectConnect(ctx, rec, fallback.KindSynthesized503,
-				fallback.Unavailable(ctx.Req, "", up.Key, state.String(), wait))
+			p.answerConnect(client, rec, answer.Synthesized503,
+				answer.Unavailable(req, "", up.Key, state.String(), wait))
+			return
 		}
-		done = func(ok bool) {
-			if ok {
-				t.Done(breakerstate.Success)
-			} else {
-				t.Done(breakerstate.Failure)
-			}
-		}
+		ticket = t
 	}
-	conn, err := p.dial.DialContext(ctx.Req.Context(), "tcp", hostport)
+	upstream, err := snap.dial.DialContext(req.Context(), "tcp", hostport)
+	if errors.Is(err, attempt.ErrForbiddenDestination) {
+		ticket.Done(breakerstate.Neutral) // policy, not the upstream's fault
+		p.answerConnect(client, rec, answer.Denied, answer.Refused(req, http.StatusForbidden, err.Error()))
+		return
+	}
 	if err != nil {
-		if errors.Is(err, ErrForbiddenDestination) {
-			if done != nil {
-				done(true) // policy, not the upstream's fault: do not count it
-			}
-			return p.rejectConnect(ctx, rec, "denied", plainAnswer(ctx.Req, http.StatusForbidden, err.Error()))
-		}
-		if done != nil {
-			done(false)
-		}
+		ticket.Done(attempt.Decide(nil, err, req.Context()))
 		key := hostport
 		if up != nil {
 			key = up.Key
 		}
-		return p.rejectConnect(ctx, rec, fallback.KindError,
-			fallback.GatewayError(ctx.Req, "", key, http.StatusBadGateway, err))
+		p.answerConnect(client, rec, answer.Error, answer.ForError(req, "", key, err))
+		return
 	}
-	if done != nil {
-		done(true)
+	ticket.Done(breakerstate.Success)
+	defer upstream.Close()
+	if _, err := io.WriteString(client, connectEstablished(req)); err != nil {
+		return
 	}
-	p.preDialed.Store(ctx.Req, conn)
-	rec.result, rec.status = "tunnel", http.StatusOK
+	rec.result, rec.status = answer.Tunnel, http.StatusOK
 	p.emit(rec, 0)
-	return &goproxy.ConnectAction{Action: goproxy.ConnectAccept}, hostport
+	p.relay(client, upstream)
 }
 
-// connectDial is goproxy's dial for accepted tunnels: it returns the
-// connection tunnel() already opened.
-func (p *Proxy) connectDial(req *http.Request, network, addr string) (net.Conn, error) {
-	if c, ok := p.preDialed.LoadAndDelete(req); ok {
-		return c.(net.Conn), nil
+// connectEstablished is the CONNECT's 200 line in the client's HTTP version.
+func connectEstablished(req *http.Request) string {
+	major, minor := req.ProtoMajor, req.ProtoMinor
+	if major == 0 {
+		major, minor = 1, 1
 	}
-	return p.dial.DialContext(req.Context(), network, addr)
+	return fmt.Sprintf("HTTP/%d.%d 200 Connection established\r\n\r\n", major, minor)
+}
+
+// relay copies bytes both ways until each side has ended its stream. A side
+// that ends is passed on as a half-close, so the other direction keeps
+// flowing; the client connection's idle timeout bounds a side that never
+// ends.
+func (p *Proxy) relay(client, upstream net.Conn) {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		p.copyHalf(upstream, client)
+	})
+	p.copyHalf(client, upstream)
+	wg.Wait()
+}
+
+// copyHalf copies src to dst through a pooled buffer, then half-closes dst
+// (or closes it when it cannot half-close) so its peer sees the end.
+func (p *Proxy) copyHalf(dst, src net.Conn) {
+	bp := p.bufs.Get().(*[]byte)
+	_, _ = io.CopyBuffer(dst, onlyReader{src}, *bp)
+	p.bufs.Put(bp)
+	if hc, ok := dst.(interface{ CloseWrite() error }); !ok || hc.CloseWrite() != nil {
+		_ = dst.Close()
+		_ = src.Close()
+	}
+}
+
+// onlyReader hides a connection's WriteTo, so io.CopyBuffer uses our buffer
+// instead of allocating its own.
+type onlyReader struct{ io.Reader }
+
+// answerConnect writes resp as the CONNECT's answer on the raw connection.
+func (p *Proxy) answerConnect(client net.Conn, rec *record, result answer.Result, resp *http.Response) {
+	resp.Header.Set("Connection", "close")
+	resp.Close = true
+	_ = resp.Write(client)
+	rec.result, rec.status = result, resp.StatusCode
+	p.emit(rec, 0)
 }
 
 // rejectConnect answers a CONNECT with resp and closes the connection.
-func (p *Proxy) rejectConnect(ctx *goproxy.ProxyCtx, rec *record, result string, resp *http.Response) (*goproxy.ConnectAction, string) {
+func (p *Proxy) rejectConnect(ctx *goproxy.ProxyCtx, rec *record, result answer.Result, resp *http.Response) (*goproxy.ConnectAction, string) {
 	resp.Header.Set("Connection", "close")
 	resp.Close = true
 	ctx.Resp = resp
 	rec.result, rec.status = result, resp.StatusCode
 	p.emit(rec, 0)
 	return goproxy.RejectConnect, ctx.Req.URL.Host
-}
-
-func plainAnswer(req *http.Request, status int, why string) *http.Response {
-	return fallback.TextResponse(req, status, "text/plain; charset=utf-8", "nora-breaker: "+why+"\n")
 }

@@ -9,13 +9,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nora-breaker/nora-breaker/fallback"
+	"github.com/nora-breaker/nora-breaker/attempt"
 )
-
-// ErrForbiddenDestination is returned for destinations the proxy refuses to
-// reach: cloud metadata addresses (SPEC §10) not listed in allow_hosts. It
-// lives in fallback so the outcome decision can treat it as neutral.
-var ErrForbiddenDestination = fallback.ErrForbiddenDestination
 
 // metadataV6 is the IPv6 address of the EC2 instance metadata service.
 var metadataV6 = netip.MustParseAddr("fd00:ec2::254")
@@ -61,7 +56,7 @@ func (d *dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 			}
 			ap, err := netip.ParseAddrPort(address)
 			if err == nil && forbiddenAddr(ap.Addr()) {
-				return fmt.Errorf("%s resolves to %s: %w", host, ap.Addr(), ErrForbiddenDestination)
+				return fmt.Errorf("%s resolves to %s: %w", host, ap.Addr(), attempt.ErrForbiddenDestination)
 			}
 			return nil
 		},

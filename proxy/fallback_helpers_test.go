@@ -64,12 +64,12 @@ func fbWaitStored(t testing.TB, tp *testProxy, format, url string, hdr http.Head
 	for k, v := range hdr {
 		req.Header[k] = v
 	}
-	key, ok := stale.Key(req, format, tp.Config().Sidecar.StaleAuthenticated)
+	ref, ok := stale.For(req, format, tp.Config().Sidecar.StaleAuthenticated)
 	if !ok {
 		t.Fatalf("%s is not cacheable", url)
 	}
 	stored := pollUntilOK(10*time.Second, func() bool {
-		e, ok := tp.stale.Lookup(key)
+		e, ok := tp.stale.Find(ref)
 		if ok {
 			e.Body.Close()
 		}

@@ -46,7 +46,7 @@ stale_dir = %q
 
 	idle := func() {
 		c.Transport.(*http.Transport).CloseIdleConnections()
-		tp.tr.CloseIdleConnections()
+		tp.state.Load().transport.CloseIdleConnections()
 	}
 	idle()
 	before := fbWaitGoroutines(t, -1, time.Second)

@@ -17,7 +17,7 @@ const ambiguousFramingResponse = "HTTP/1.1 400 Bad Request\r\nContent-Type: text
 
 // framingConn watches the bytes a client sends on the plain proxy port and
 // refuses a request that carries both Content-Length and Transfer-Encoding
-// (SPEC §10). net/http would silently drop the Content-Length of such a
+// (docs/behaviour.md §10). net/http would silently drop the Content-Length of such a
 // request and carry on; a proxy in front of other servers must not guess
 // which framing the client meant, so the conflict is caught here, before
 // net/http parses the head.

@@ -9,7 +9,7 @@ import (
 )
 
 // viaToken is what the proxy adds to Via; seeing it on an incoming request
-// means the request has looped back through us (SPEC §5.5).
+// means the request has looped back through us (docs/behaviour.md §5.5).
 const viaToken = "nora-breaker"
 
 // viaValue is the full Via entry added to requests and responses.

@@ -2,13 +2,16 @@ package proxy
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/nora-breaker/nora-breaker/answer"
 )
 
-// metrics are the proxy package's own series (SPEC §7). Label values come
-// from the configuration and fixed vocabularies, never from request data.
+// metrics are the proxy package's own series. Label values come from the
+// configuration and fixed vocabularies, never from request data.
 type metrics struct {
 	requests *prometheus.CounterVec
 	leaves   prometheus.Counter
@@ -19,7 +22,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nora_sidecar_requests_total",
-			Help: "Proxied requests by format and result (forwarded, fallback, stale, synthesized_503, synthesized_404, tunnel, unclassified, denied, error).",
+			Help: "Proxied requests by format and result (" + resultNames() + ").",
 		}, []string{"format", "result"}),
 		leaves: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nora_sidecar_mitm_leaves_generated_total",
@@ -39,4 +42,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("error")
 	return m, nil
+}
+
+// resultNames lists every request result for the requests metric's help.
+func resultNames() string {
+	names := make([]string, 0, len(answer.Results()))
+	for _, r := range answer.Results() {
+		names = append(names, string(r))
+	}
+	return strings.Join(names, ", ")
 }

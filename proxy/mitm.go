@@ -21,51 +21,48 @@ import (
 // no limit on the size of a request head and no timeout for it, and the
 // listener's MaxHeaderBytes and ReadHeaderTimeout do not reach a hijacked
 // connection. An http.Server of our own, serving just the one connection,
-// puts the same limits (SPEC §10) on what arrives inside the tunnel, speaks
-// HTTP/2 when ALPN picks it, and refuses an ambiguous Content-Length +
-// Transfer-Encoding head as the plain port does.
+// puts the same limits on what arrives inside the tunnel as on the plain
+// port, speaks HTTP/2 when ALPN picks it, and refuses an ambiguous
+// Content-Length + Transfer-Encoding head as the plain port does.
 
 const tlsRecordHandshake = 0x16 // first byte of a TLS ClientHello record
 
 // interceptAction answers an intercepted CONNECT: goproxy hands us the raw
-// client connection and we do the rest.
-func (p *Proxy) interceptAction(cs *connectState, hostport string) *goproxy.ConnectAction {
+// client connection and we do the rest, under the snapshot the CONNECT was
+// decided with (each request inside takes its own).
+func (p *Proxy) interceptAction(cs *connectState, hostport string, snap *snapshot) *goproxy.ConnectAction {
 	return &goproxy.ConnectAction{Action: goproxy.ConnectHijack,
 		Hijack: func(req *http.Request, client net.Conn, _ *goproxy.ProxyCtx) {
-			p.serveIntercepted(req, client, cs, hostport)
+			p.serveIntercepted(req, client, cs, hostport, snap)
 		}}
 }
 
 // serveIntercepted confirms the CONNECT, terminates TLS with a leaf for the
 // CONNECT host and serves the requests inside until the client leaves or the
 // connection idles out. It returns when the connection is closed.
-func (p *Proxy) serveIntercepted(connectReq *http.Request, client net.Conn, cs *connectState, hostport string) {
+func (p *Proxy) serveIntercepted(connectReq *http.Request, client net.Conn, cs *connectState, hostport string,
+	snap *snapshot) {
 	defer func() {
 		if v := recover(); v != nil {
 			p.log.Error().Str("panic", fmt.Sprint(v)).Str("host", hostport).Msg("intercept panic recovered")
 			_ = client.Close()
 		}
 	}()
-	major, minor := connectReq.ProtoMajor, connectReq.ProtoMinor
-	if major == 0 {
-		major, minor = 1, 1
-	}
-	if _, err := fmt.Fprintf(client, "HTTP/%d.%d 200 Connection established\r\n\r\n", major, minor); err != nil {
+	if _, err := io.WriteString(client, connectEstablished(connectReq)); err != nil {
 		_ = client.Close()
 		return
 	}
-	inner, scheme, err := p.acceptInner(client, hostport)
+	inner, scheme, err := p.acceptInner(client, hostport, snap.cfg.Sidecar.TLSHandshakeTimeout)
 	if err != nil {
 		p.log.Debug().Err(err).Str("host", hostport).Msg("intercepted connection not established")
 		_ = client.Close()
 		return
 	}
 	ln := newOneConnListener(inner)
-	cfg := p.Config()
 	srv := &http.Server{
 		Handler:           &innerHandler{p: p, cs: cs, scheme: scheme, remote: connectReq.RemoteAddr, ln: ln},
 		ReadHeaderTimeout: readHeaderTimeout,
-		IdleTimeout:       cfg.Sidecar.IdleTimeout,
+		IdleTimeout:       p.fixed.idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          log.New(zerologWriter{p.log}, "", 0),
 		ConnState: func(_ net.Conn, s http.ConnState) {
@@ -81,8 +78,7 @@ func (p *Proxy) serveIntercepted(connectReq *http.Request, client net.Conn, cs *
 // handshake (or, rarely, plain HTTP inside the tunnel). The result is the
 // connection the inner server reads: a *tls.Conn when ALPN chose h2, so
 // net/http switches to HTTP/2; otherwise wrapped in the framing check.
-func (p *Proxy) acceptInner(client net.Conn, hostport string) (net.Conn, string, error) {
-	limit := p.Config().Sidecar.TLSHandshakeTimeout
+func (p *Proxy) acceptInner(client net.Conn, hostport string, limit time.Duration) (net.Conn, string, error) {
 	if limit <= 0 {
 		limit = readHeaderTimeout
 	}
@@ -96,7 +92,7 @@ func (p *Proxy) acceptInner(client net.Conn, hostport string) (net.Conn, string,
 		_ = client.SetDeadline(time.Time{})
 		return &framingConn{halfCloser: halfCloser{conn}}, "http", nil
 	}
-	conf, err := certs.TLSConfigFor(p.ca, p.certs, true)(hostport, nil)
+	conf, err := certs.ServerConfig(p.ca, p.certs, hostport, true)
 	if err != nil {
 		return nil, "", fmt.Errorf("leaf for %s: %w", hostport, err)
 	}
@@ -142,7 +138,7 @@ func (h *innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength == 0 {
 		r.Body = http.NoBody // an HTTP/2 request without a body must stay bodyless upstream
 	}
-	_, resp := h.p.onRequest(r, &goproxy.ProxyCtx{Req: r, UserData: h.cs})
+	resp := h.p.handle(r, h.cs)
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		h.relayUpgrade(w, resp)

@@ -13,7 +13,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 )
 
-// Reload (SPEC §2): breakers of surviving keys keep their state and take
+// Reload: breakers of surviving keys keep their state and take
 // the new thresholds; keys that left are dropped, new keys start closed;
 // connections and in-flight requests survive.
 
@@ -63,7 +63,7 @@ func TestReloadKeepsBreakerStateAndAppliesNewThresholds(t *testing.T) {
 
 	reload := func(text string) {
 		t.Helper()
-		if restart := tp.Reload(loadTestConfig(t, text, nil)); len(restart) != 0 {
+		if restart, err := tp.Reload(loadTestConfig(t, text, nil)); err != nil || len(restart) != 0 {
 			t.Fatalf("reload asks for a restart of %v", restart)
 		}
 	}
@@ -137,7 +137,9 @@ func TestReloadDropsNoConnection(t *testing.T) {
 		done <- result{status: resp.StatusCode, body: string(b), err: err}
 	}()
 	<-arrived
-	tp.Reload(loadTestConfig(t, biMavenChain(9, 60, up.URL+"/m2"), nil))
+	if _, err := tp.Reload(loadTestConfig(t, biMavenChain(9, 60, up.URL+"/m2"), nil)); err != nil {
+		t.Fatal(err)
+	}
 	close(release)
 	if r := <-done; r.err != nil || r.status != 200 || r.body != "artifact" {
 		t.Fatalf("in-flight request across a reload: %d %q %v", r.status, r.body, r.err)

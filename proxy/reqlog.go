@@ -10,12 +10,14 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/nora-breaker/nora-breaker/answer"
+	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/fallback"
 )
 
 // keptQueryParams are query parameters whose values are safe and useful in
 // logs; every other value is redacted, since tokens and signatures travel in
-// query strings (SPEC §9).
+// query strings.
 var keptQueryParams = map[string]bool{"service": true, "scope": true, "q": true, "n": true, "last": true}
 
 // record collects every decision about one request for its log line.
@@ -27,8 +29,8 @@ type record struct {
 	path     string
 	query    string
 	client   string
-	match    Match
-	result   string
+	route    route
+	result   answer.Result
 	servedBy string
 	attempts int
 	status   int
@@ -39,23 +41,29 @@ func (p *Proxy) newRecord(req *http.Request) *record {
 		path: req.URL.EscapedPath(), query: redactQuery(req.URL.RawQuery), client: req.RemoteAddr}
 }
 
-// apply takes over what the fallback chain decided.
+// apply takes over what the fallback loop decided.
 func (r *record) apply(res fallback.Result) {
 	r.result, r.servedBy, r.attempts = res.Kind, res.ServedBy, res.Attempts
 }
 
+// deny records a refusal by policy and returns the refusal.
+func (r *record) deny(resp *http.Response) *http.Response {
+	r.result = answer.Denied
+	return resp
+}
+
 func (r *record) format() string {
-	if r.match.Upstream == nil {
+	if r.route.Upstream == nil {
 		return "none"
 	}
-	return r.match.Upstream.Format
+	return r.route.Upstream.Format
 }
 
 func (r *record) key() string {
-	if r.match.Upstream == nil {
+	if r.route.Upstream == nil {
 		return ""
 	}
-	return r.match.Upstream.Key
+	return r.route.Upstream.Key
 }
 
 // finish prepares the client's answer and arranges for the request's log
@@ -64,8 +72,8 @@ func (p *Proxy) finish(rec *record, resp *http.Response) *http.Response {
 	if resp == nil {
 		// Never hand goproxy a nil response: on intercepted connections it
 		// would drop the client without an answer.
-		rec.result = fallback.KindError
-		resp = fallback.TextResponse(nil, http.StatusBadGateway, "text/plain; charset=utf-8", "nora-breaker: no response\n")
+		rec.result = answer.Error
+		resp = answer.Text(nil, http.StatusBadGateway, "nora-breaker: no response\n")
 	}
 	rec.status = resp.StatusCode
 	if resp.StatusCode == http.StatusSwitchingProtocols {
@@ -82,7 +90,7 @@ func (p *Proxy) finish(rec *record, resp *http.Response) *http.Response {
 
 // emit writes the request's one log line and counts it.
 func (p *Proxy) emit(rec *record, bytes int64) {
-	p.metrics.requests.WithLabelValues(rec.format(), rec.result).Inc()
+	p.metrics.requests.WithLabelValues(rec.format(), string(rec.result)).Inc()
 	lvl := zerolog.InfoLevel
 	if rec.status >= 500 {
 		lvl = zerolog.WarnLevel
@@ -90,8 +98,8 @@ func (p *Proxy) emit(rec *record, bytes int64) {
 	p.log.WithLevel(lvl).
 		Str("method", rec.method).Str("scheme", rec.scheme).Str("host", rec.host).
 		Str("path", rec.path).Str("query", rec.query).Str("client", rec.client).
-		Str("format", rec.format()).Str("key", rec.key()).Bool("alias", rec.match.Alias).
-		Str("result", rec.result).Int("status", rec.status).Str("served_by", rec.servedBy).
+		Str("format", rec.format()).Str("key", rec.key()).Bool("alias", rec.route.Alias).
+		Str("result", string(rec.result)).Int("status", rec.status).Str("served_by", rec.servedBy).
 		Int("attempts", rec.attempts).Int64("bytes", bytes).
 		Float64("duration_ms", float64(p.now().Sub(rec.start).Microseconds())/1000).
 		Msg("request")
@@ -139,4 +147,16 @@ func redactQuery(raw string) string {
 		}
 	}
 	return strings.Join(parts, "&")
+}
+
+// logTransition logs a breaker transition: warn when an upstream is cut off,
+// info when it is probed or comes back.
+func (p *Proxy) logTransition(t breakerstate.Transition) {
+	lvl := zerolog.InfoLevel
+	if t.To == breakerstate.Open {
+		lvl = zerolog.WarnLevel
+	}
+	p.log.WithLevel(lvl).Str("key", t.Key).Str("from", t.From.String()).Str("to", t.To.String()).
+		Int("failure_count", t.FailureCount).Bool("remote", t.Remote).Bool("manual", t.Manual).
+		Msg("circuit breaker transition")
 }

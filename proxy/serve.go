@@ -12,18 +12,16 @@ import (
 
 	"github.com/elazarl/goproxy"
 
-	"github.com/nora-breaker/nora-breaker/breakerstate"
-	"github.com/nora-breaker/nora-breaker/config"
+	"github.com/nora-breaker/nora-breaker/answer"
+	"github.com/nora-breaker/nora-breaker/attempt"
 	"github.com/nora-breaker/nora-breaker/fallback"
-	"github.com/nora-breaker/nora-breaker/stale"
 )
 
 // unclassifiedHeaderTimeout bounds the wait for headers from hosts that are
 // not configured upstreams (they have no proxy_timeout of their own).
 const unclassifiedHeaderTimeout = 60 * time.Second
 
-// connectState is what a CONNECT leaves for the requests inside its tunnel
-// (goproxy copies ctx.UserData into every inner request's context).
+// connectState is what a CONNECT leaves for the requests inside its tunnel.
 type connectState struct {
 	host string // lower-case host name of the CONNECT target
 	port string
@@ -33,144 +31,79 @@ type connectState struct {
 // never runs its own round trip, and it recovers panics: on intercepted
 // HTTP/1.1 connections goproxy has no recover of its own.
 func (p *Proxy) onRequest(req *http.Request, ctx *goproxy.ProxyCtx) (_ *http.Request, resp *http.Response) {
+	cs, _ := ctx.UserData.(*connectState)
+	return req, p.handle(req, cs)
+}
+
+// handle answers one request, plain or from inside an intercepted tunnel,
+// under the configuration in force when it arrived, and arranges its log
+// line. A panic becomes a 500 for this request only.
+func (p *Proxy) handle(req *http.Request, cs *connectState) (resp *http.Response) {
 	rec := p.newRecord(req)
 	defer func() {
 		if v := recover(); v != nil {
 			p.log.Error().Str("panic", fmt.Sprint(v)).Str("host", req.URL.Hostname()).Msg("handler panic recovered")
-			rec.result = fallback.KindError
-			resp = fallback.TextResponse(req, http.StatusInternalServerError, "text/plain; charset=utf-8",
-				"nora-breaker: internal error\n")
+			rec.result = answer.Error
+			resp = answer.Text(req, http.StatusInternalServerError, "nora-breaker: internal error\n")
 		}
 		resp = p.finish(rec, resp)
 	}()
-	cs, _ := ctx.UserData.(*connectState)
-	return req, p.serve(req, cs, rec)
+	return p.serve(req, cs, p.state.Load(), rec)
 }
 
-// serve decides one request and returns the client's answer.
-func (p *Proxy) serve(req *http.Request, cs *connectState, rec *record) *http.Response {
+// serve decides one request under snapshot snap and returns the client's
+// answer: the checks every request passes, then either the fallback loop
+// (classified) or a plain pass-through (unclassified).
+func (p *Proxy) serve(req *http.Request, cs *connectState, snap *snapshot, rec *record) *http.Response {
 	if hook := p.testHook.Load(); hook != nil {
 		(*hook)(req)
 	}
 	if looped(req.Header) {
-		rec.result = "denied"
-		return fallback.TextResponse(req, http.StatusLoopDetected, "text/plain; charset=utf-8",
-			"nora-breaker: request loop detected (Via already contains nora-breaker)\n")
+		return rec.deny(answer.Refused(req, http.StatusLoopDetected,
+			"request loop detected (Via already contains nora-breaker)"))
 	}
 	if cs != nil && !sameHost(req.URL, cs) {
-		rec.result = "denied"
-		return fallback.TextResponse(req, http.StatusMisdirectedRequest, "text/plain; charset=utf-8",
-			"nora-breaker: request Host does not match the CONNECT target\n")
+		return rec.deny(answer.Refused(req, http.StatusMisdirectedRequest,
+			"request Host does not match the CONNECT target"))
 	}
-	st := p.state.Load()
 	host, port := hostPort(req.URL)
-	if literalForbidden(host) && !st.hostAllowed(host, port) {
-		rec.result = "denied"
-		return forbidden(req, "destination address is not allowed")
+	if literalForbidden(host) && !snap.hostAllowed(host, port) {
+		return rec.deny(answer.Refused(req, http.StatusForbidden, "destination address is not allowed"))
 	}
-	m := st.table.Classify(req.URL)
-	rec.match = m
+	m := snap.table.Classify(req.URL)
+	rec.route = m
 	prepareOutbound(req)
 	if !m.Classified() {
-		if st.cfg.Sidecar.DenyUnlisted && !st.hostAllowed(host, port) {
-			rec.result = "denied"
-			return forbidden(req, "host is not a configured upstream")
+		if snap.cfg.Sidecar.DenyUnlisted && !snap.hostAllowed(host, port) {
+			return rec.deny(answer.Refused(req, http.StatusForbidden, "host is not a configured upstream"))
 		}
-		return p.forwardUnclassified(req, rec)
+		return p.forwardUnclassified(req, snap, rec)
 	}
-	return p.forwardClassified(req, m, st, rec)
-}
-
-// forwardClassified is the transparent path (SPEC §5.3) with the seams to the
-// fallback chain for rejected and failed requests.
-func (p *Proxy) forwardClassified(req *http.Request, m Match, st *runtimeState, rec *record) *http.Response {
-	u := m.Upstream
-	fr := fallback.Request{Client: req, Addressed: u, Rel: m.Rel, Candidates: st.table.Candidates(m)}
-	t, err := p.breakers.Allow(u.Key)
-	if errors.Is(err, breakerstate.ErrUnknownKey) {
-		// The key vanished in a reload between classification and here:
-		// forward without a breaker rather than refuse.
-		t, err = breakerstate.Ticket{}, nil
-	}
-	if err != nil {
-		res := p.chain.Rejected(fr)
-		return p.fromChain(req, u, rec, res)
-	}
-	rec.attempts = 1
-	resp, err := p.sender.Send(req, u, t)
-	idempotent := fallback.Substitutable(req.Method)
-	switch {
-	case err != nil && req.Context().Err() != nil:
-		rec.result = fallback.KindError
-		return fallback.GatewayError(req, u.Format, u.Key, http.StatusBadGateway, errors.New("client went away"))
-	case err != nil && errors.Is(err, ErrForbiddenDestination):
-		rec.result = "denied"
-		return forbidden(req, "destination address is not allowed")
-	case err != nil && idempotent:
-		res := p.chain.Failed(fr, nil, err)
-		return p.fromChain(req, u, rec, res)
-	case err != nil:
-		rec.result = fallback.KindError
-		return fallback.GatewayError(req, u.Format, u.Key, gatewayStatus(err), err)
-	case resp.StatusCode >= 500 && idempotent:
-		res := p.chain.Failed(fr, resp, nil)
-		return p.fromChain(req, u, rec, res)
-	}
-	rec.result, rec.servedBy = fallback.KindForwarded, u.Key
-	p.teeStale(req, resp, u)
-	return resp
-}
-
-// fromChain records what the chain decided and keeps a copy of an answer a
-// mirror served: the client addressed this URL, and the next outage of the
-// whole chain should still find the artifact.
-func (p *Proxy) fromChain(req *http.Request, u *config.Upstream, rec *record, res fallback.Result) *http.Response {
+	res := p.chain.Serve(fallback.Request{Client: req, Addressed: m.Upstream, Rel: m.Rel,
+		Candidates: snap.table.Candidates(m), Settings: snap.fallbackSettings()})
 	rec.apply(res)
-	if res.Kind == fallback.KindFallback {
-		p.teeStale(req, res.Resp, u)
-	}
 	return res.Resp
-}
-
-// teeStale stores a copy of a cacheable answer while it streams (SPEC §6).
-func (p *Proxy) teeStale(req *http.Request, resp *http.Response, u *config.Upstream) {
-	if p.stale == nil || resp.StatusCode != http.StatusOK || req.Method != http.MethodGet {
-		return
-	}
-	key, ok := stale.Key(req, u.Format, p.state.Load().cfg.Sidecar.StaleAuthenticated)
-	if !ok || !p.stale.Storable(req, resp) {
-		return
-	}
-	p.stale.Tee(key, resp)
 }
 
 // forwardUnclassified passes a request for a host that is no upstream
 // through as is, without a breaker.
-func (p *Proxy) forwardUnclassified(req *http.Request, rec *record) *http.Response {
-	rec.result = "unclassified"
-	resp, _, release, err := fallback.RoundTripWithin(p.tr, req, unclassifiedHeaderTimeout)
+func (p *Proxy) forwardUnclassified(req *http.Request, snap *snapshot, rec *record) *http.Response {
+	rec.result = answer.Unclassified
+	resp, _, release, err := attempt.RoundTripWithin(snap.transport, req, unclassifiedHeaderTimeout)
 	if err != nil {
-		if errors.Is(err, ErrForbiddenDestination) {
-			rec.result = "denied"
-			return forbidden(req, "destination address is not allowed")
+		if errors.Is(err, attempt.ErrForbiddenDestination) {
+			rec.result = answer.Denied
+		} else {
+			rec.result = answer.Error
 		}
-		rec.result = fallback.KindError
-		return fallback.GatewayError(req, "", req.URL.Host, gatewayStatus(err), err)
+		return answer.ForError(req, "", req.URL.Host, err)
 	}
 	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: release}
 	return resp
 }
 
-// gatewayStatus maps a transport error to 504 (header timeout) or 502.
-func gatewayStatus(err error) int {
-	if errors.Is(err, fallback.ErrHeaderTimeout) {
-		return http.StatusGatewayTimeout
-	}
-	return http.StatusBadGateway
-}
-
 // prepareOutbound turns the client's request into the upstream request in
-// place: hop-by-hop headers removed, our Via added (SPEC §5.5).
+// place: hop-by-hop headers removed, our Via added.
 func prepareOutbound(req *http.Request) {
 	req.RequestURI = ""
 	stripHopByHop(req.Header)
@@ -185,10 +118,6 @@ func prepareOutbound(req *http.Request) {
 func sameHost(u *url.URL, cs *connectState) bool {
 	host, port := hostPort(u)
 	return strings.EqualFold(host, cs.host) && port == cs.port
-}
-
-func forbidden(req *http.Request, why string) *http.Response {
-	return fallback.TextResponse(req, http.StatusForbidden, "text/plain; charset=utf-8", "nora-breaker: "+why+"\n")
 }
 
 // hostPort returns the lower-case host and the port, defaulted by scheme.

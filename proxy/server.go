@@ -13,17 +13,17 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Limits of the client-facing listener (SPEC §10).
+// Limits of the client-facing listener (docs/behaviour.md §10).
 const (
 	maxHeaderBytes    = 64 << 10
 	readHeaderTimeout = 10 * time.Second
-	// ShutdownGrace is how long in-flight requests may take to finish after
+	// shutdownGrace is how long in-flight requests may take to finish after
 	// SIGTERM before the process exits anyway.
-	ShutdownGrace = 25 * time.Second
+	shutdownGrace = 25 * time.Second
 )
 
 // Serve runs the proxy listener and the admin listener until ctx ends, then
-// stops accepting, lets in-flight requests finish (up to ShutdownGrace),
+// stops accepting, lets in-flight requests finish (up to shutdownGrace),
 // commits complete stale writes and returns.
 func (p *Proxy) Serve(ctx context.Context, proxyLn, adminLn net.Listener) error {
 	cfg := p.Config()
@@ -59,7 +59,7 @@ func (p *Proxy) Serve(ctx context.Context, proxyLn, adminLn net.Listener) error 
 	}
 	p.SetShuttingDown()
 	p.log.Info().Msg("shutting down: draining in-flight requests")
-	sctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	if err := proxySrv.Shutdown(sctx); err != nil {
 		p.log.Warn().Err(err).Msg("proxy listener did not drain in time")

@@ -10,7 +10,7 @@ import (
 // startShared connects the breakers to the fleet's shared state when
 // [sidecar] shared_state is set. It never waits for Redis: a proxy whose
 // Redis is down at start serves requests alone until it answers.
-func (p *Proxy) startShared(cfg *config.Config) error {
+func (p *Proxy) startShared(cfg *config.Config, snap *snapshot) error {
 	sc := cfg.Sidecar
 	if sc.SharedState == "" {
 		return nil
@@ -19,7 +19,7 @@ func (p *Proxy) startShared(cfg *config.Config) error {
 		URL: sc.SharedState, Password: sc.SharedStatePassword, Prefix: sc.SharedStatePrefix,
 		// The same roots as upstream TLS: upstream_ca covers an internal
 		// Redis's CA as well as an internal registry's.
-		RootCAs:  p.tr.TLSClientConfig.RootCAs,
+		RootCAs:  snap.transport.TLSClientConfig.RootCAs,
 		Breakers: p.breakers, Now: p.now, Registerer: p.deps.Registry, Logger: p.log,
 	})
 	if err != nil {

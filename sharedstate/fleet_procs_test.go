@@ -51,7 +51,7 @@ type deadUpstream = upstream
 
 func newDeadUpstream(t *testing.T) *deadUpstream { return newUpstreamWithNodeHeader(t, "X-Fleet-Node") }
 
-// key is the npm breaker key of the upstream (SPEC §3: <format>:<url>).
+// key is the npm breaker key of the upstream (<format>:<url>, docs/behaviour.md §3).
 func (u *deadUpstream) key() string { return "npm:" + u.srv.URL }
 
 // proxyProc is one nora-breaker process of the fleet.

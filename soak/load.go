@@ -21,7 +21,7 @@ const (
 	classStale      = "stale"    // a stale copy (x-nora-stale)
 	classSynth503   = "synthesized_503"
 	classSynth404   = "synthesized_404"
-	classGateway    = "gateway_error" // 502/504 for a non-GET whose upstream failed (SPEC §5.3)
+	classGateway    = "gateway_error" // 502/504 for a non-GET whose upstream failed (docs/behaviour.md §5.3)
 	classTruncated  = "truncated"     // a body cut by a fault after the headers went out
 	classViolation  = "violation"
 	maxViolationLog = 20

@@ -3,7 +3,7 @@
 // (two upstreams each, on loopback), keeps 128 client connections busy with
 // mixed traffic while toxiproxy cycles the primaries through refused,
 // black-holed, reset and slow, and then checks that every answer was one the
-// SPEC allows, that rejections were fast, that the breakers followed the
+// behaviour contract (docs/behaviour.md) allows, that rejections were fast, that the breakers followed the
 // faults, and that the process returned to its idle footprint.
 //
 //	go run ./soak -duration 2m

@@ -201,7 +201,7 @@ func report(o options, e *env, st *stats, rec *recorder, ws []window, base, afte
 		fmt.Println("  violation:", v)
 	}
 	if st.counts[classViolation] > 0 {
-		problems = append(problems, fmt.Sprintf("%d answers outside the SPEC", st.counts[classViolation]))
+		problems = append(problems, fmt.Sprintf("%d answers outside docs/behaviour.md", st.counts[classViolation]))
 	}
 	if len(st.rejected) == 0 {
 		problems = append(problems, "no request was rejected: the faults did not open any breaker")

@@ -16,10 +16,10 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Defaults applied to zero Options fields (SPEC §2.2).
+// Defaults applied to zero Options fields (docs/behaviour.md §2.2).
 const (
-	DefaultMaxBytes       int64 = 1 << 30
-	DefaultMaxObjectBytes int64 = 64 << 20
+	defaultMaxBytes       int64 = 1 << 30
+	defaultMaxObjectBytes int64 = 64 << 20
 )
 
 // Options configures a Cache. Zero values mean: MaxBytes 1 GiB,
@@ -98,10 +98,10 @@ func Open(o Options) (*Cache, error) {
 		return nil, errors.New("stale cache: no directory")
 	}
 	if o.MaxBytes <= 0 {
-		o.MaxBytes = DefaultMaxBytes
+		o.MaxBytes = defaultMaxBytes
 	}
 	if o.MaxObjectBytes <= 0 {
-		o.MaxObjectBytes = DefaultMaxObjectBytes
+		o.MaxObjectBytes = defaultMaxObjectBytes
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -167,14 +167,21 @@ func (c *Cache) Storable(req *http.Request, resp *http.Response) bool {
 	return true
 }
 
-// Lookup returns the entry stored under key and marks it recently used. The
-// caller must Close the entry's Body. A body deleted between the index read
-// and the open (eviction or replacement racing) is retried once, then a miss.
+// Lookup returns the entry stored under key by a request without
+// credentials; it is Find for such a request.
 func (c *Cache) Lookup(key string) (*Entry, bool) {
+	return c.Find(Ref{Key: key, Mode: modeIsolate})
+}
+
+// Find returns the entry stored under ref's key, if ref may be served it
+// (Ref.Servable), and marks it recently used. The caller must Close the
+// entry's Body. A body deleted between the index read and the open
+// (eviction or replacement racing) is retried once, then a miss.
+func (c *Cache) Find(ref Ref) (*Entry, bool) {
 	for range 2 {
 		c.mu.Lock()
-		it, ok := c.index[key]
-		if !ok {
+		it, ok := c.index[ref.Key]
+		if !ok || !ref.Servable(it.meta.Cred) {
 			c.mu.Unlock()
 			return nil, false
 		}

@@ -10,17 +10,43 @@ import (
 
 // Credential modes of the stale_authenticated setting.
 const (
-	// ModeOff keeps requests that carry credentials out of the cache.
-	ModeOff = "off"
-	// ModeIsolate keys entries by a digest of the credentials, so one
+	// modeOff keeps requests that carry credentials out of the cache.
+	modeOff = "off"
+	// modeIsolate keys entries by a digest of the credentials, so one
 	// tenant's private answer is never served to another.
-	ModeIsolate = "isolate"
-	// ModeShare ignores credentials: for single-tenant deployments.
-	ModeShare = "share"
+	modeIsolate = "isolate"
+	// modeShare ignores credentials: for single-tenant deployments.
+	modeShare = "share"
 )
 
-// Key builds the cache key of req, or reports ok=false when the request must
-// not be stored or served from the cache.
+// Ref names the copies of one request: the key they are stored under, and
+// who asked. Cred is a digest of the request's credentials ("" when it
+// carries none); it is stored with every copy, so that a copy is only ever
+// served to a request the current mode allows it for, whatever mode it was
+// stored under (see Servable).
+type Ref struct {
+	Key  string
+	Cred string
+	Mode string
+}
+
+// Servable reports whether a copy stored by a request whose credentials had
+// digest storedCred may be served to ref: under "share" always, under
+// "isolate" only to the same credentials (or to no credentials if it was
+// stored without any), under "off" only a copy stored without credentials to
+// a request without credentials.
+func (ref Ref) Servable(storedCred string) bool {
+	switch ref.Mode {
+	case modeShare:
+		return true
+	case modeOff:
+		return storedCred == "" && ref.Cred == ""
+	}
+	return storedCred == ref.Cred
+}
+
+// For builds the Ref of req, or reports ok=false when the request must not
+// be stored or served from the cache.
 //
 // The key is the URL as the client addressed it (scheme, lower-cased host,
 // port only when not the scheme's default, escaped path, raw query; never the
@@ -30,40 +56,53 @@ const (
 // "isolate" (also the meaning of "") appends a SHA-256 of those headers,
 // "share" ignores them. An unknown mode refuses, so a typo never leaks a
 // private answer to another client.
-func Key(req *http.Request, format, mode string) (key string, ok bool) {
+func For(req *http.Request, format, mode string) (ref Ref, ok bool) {
 	if req == nil || req.URL == nil {
-		return "", false
+		return Ref{}, false
 	}
 	authz, cookie := req.Header.Values("Authorization"), req.Header.Values("Cookie")
 	hasCreds := len(authz) > 0 || len(cookie) > 0
 	switch mode {
-	case ModeOff:
+	case "":
+		mode = modeIsolate
+	case modeOff:
 		if hasCreds {
-			return "", false
+			return Ref{}, false
 		}
-	case ModeIsolate, "", ModeShare:
+	case modeIsolate, modeShare:
 	default:
-		return "", false
+		return Ref{}, false
 	}
 
 	var b strings.Builder
 	b.Grow(128)
 	if !writeURL(&b, req) {
-		return "", false
+		return Ref{}, false
 	}
 	if variantByAccept(format, req.URL.Path) {
 		accept := strings.Join(req.Header.Values("Accept"), ", ")
 		if strings.ContainsAny(accept, "\r\n") {
-			return "", false
+			return Ref{}, false
 		}
 		b.WriteString("\naccept=")
 		b.WriteString(accept)
 	}
-	if hasCreds && mode != ModeShare {
-		b.WriteString("\ncred=")
-		b.WriteString(credentialDigest(authz, cookie))
+	ref = Ref{Mode: mode}
+	if hasCreds {
+		ref.Cred = credentialDigest(authz, cookie)
+		if mode != modeShare {
+			b.WriteString("\ncred=")
+			b.WriteString(ref.Cred)
+		}
 	}
-	return b.String(), true
+	ref.Key = b.String()
+	return ref, true
+}
+
+// keyFor is For's key alone.
+func keyFor(req *http.Request, format, mode string) (key string, ok bool) {
+	ref, ok := For(req, format, mode)
+	return ref.Key, ok
 }
 
 // writeURL writes the URL the client addressed, without userinfo or

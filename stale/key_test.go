@@ -4,8 +4,10 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -74,19 +76,19 @@ func TestKey(t *testing.T) {
 		{name: "empty path is root", url: "https://pypi.org", format: "cargo", want: "https://pypi.org/"},
 		{name: "scheme from TLS when URL is relative", url: "/simple/x/", format: "cargo", tls: true,
 			want: "https://example.com/simple/x/"},
-		{name: "off refuses Authorization", url: "https://r.io/a", format: "go", mode: ModeOff,
+		{name: "off refuses Authorization", url: "https://r.io/a", format: "go", mode: modeOff,
 			header: map[string]string{"Authorization": "Bearer t"}, wantBad: true},
-		{name: "off refuses Cookie", url: "https://r.io/a", format: "go", mode: ModeOff,
+		{name: "off refuses Cookie", url: "https://r.io/a", format: "go", mode: modeOff,
 			header: map[string]string{"Cookie": "s=1"}, wantBad: true},
-		{name: "off stores anonymous", url: "https://r.io/a", format: "go", mode: ModeOff, want: "https://r.io/a"},
-		{name: "isolate hashes Authorization", url: "https://r.io/a", format: "go", mode: ModeIsolate,
+		{name: "off stores anonymous", url: "https://r.io/a", format: "go", mode: modeOff, want: "https://r.io/a"},
+		{name: "isolate hashes Authorization", url: "https://r.io/a", format: "go", mode: modeIsolate,
 			header: map[string]string{"Authorization": "Bearer t"}, want: "https://r.io/a\ncred=" + sha256hex("Bearer t\x00\x01")},
-		{name: "isolate hashes Cookie", url: "https://r.io/a", format: "go", mode: ModeIsolate,
+		{name: "isolate hashes Cookie", url: "https://r.io/a", format: "go", mode: modeIsolate,
 			header: map[string]string{"Cookie": "s=1"}, want: "https://r.io/a\ncred=" + sha256hex("\x01s=1\x00")},
 		{name: "empty mode means isolate", url: "https://r.io/a", format: "go",
 			header: map[string]string{"Authorization": "Bearer t"}, want: "https://r.io/a\ncred=" + sha256hex("Bearer t\x00\x01")},
-		{name: "isolate anonymous has no suffix", url: "https://r.io/a", format: "go", mode: ModeIsolate, want: "https://r.io/a"},
-		{name: "share ignores credentials", url: "https://r.io/a", format: "go", mode: ModeShare,
+		{name: "isolate anonymous has no suffix", url: "https://r.io/a", format: "go", mode: modeIsolate, want: "https://r.io/a"},
+		{name: "share ignores credentials", url: "https://r.io/a", format: "go", mode: modeShare,
 			header: map[string]string{"Authorization": "Bearer t", "Cookie": "s"}, want: "https://r.io/a"},
 		{name: "unknown mode refuses", url: "https://r.io/a", format: "go", mode: "shared", wantBad: true},
 	}
@@ -101,7 +103,7 @@ func TestKey(t *testing.T) {
 			} else {
 				req.TLS = nil
 			}
-			got, ok := Key(req, tt.format, tt.mode)
+			got, ok := keyFor(req, tt.format, tt.mode)
 			if ok == tt.wantBad {
 				t.Fatalf("Key ok = %v, want %v (key %q)", ok, !tt.wantBad, got)
 			}
@@ -116,7 +118,7 @@ func TestKeyIsolatesTenants(t *testing.T) {
 	key := func(authz string) string {
 		req := httptest.NewRequest(http.MethodGet, "https://r.io/a", nil)
 		req.Header.Set("Authorization", authz)
-		k, ok := Key(req, "go", ModeIsolate)
+		k, ok := keyFor(req, "go", modeIsolate)
 		if !ok {
 			t.Fatalf("Key refused %q", authz)
 		}
@@ -130,15 +132,15 @@ func TestKeyIsolatesTenants(t *testing.T) {
 func TestKeyRefusesSmuggledSeparators(t *testing.T) {
 	req := httptest.NewRequest(http.MethodGet, "https://r.io/a", nil)
 	req.URL.RawQuery = "x\ncred=00"
-	if k, ok := Key(req, "go", ModeShare); ok {
+	if k, ok := keyFor(req, "go", modeShare); ok {
 		t.Fatalf("Key accepted a newline in the query: %q", k)
 	}
 	req = httptest.NewRequest(http.MethodGet, "https://registry.npmjs.org/x", nil)
 	req.Header["Accept"] = []string{"a\ncred=00"}
-	if k, ok := Key(req, "npm", ModeShare); ok {
+	if k, ok := keyFor(req, "npm", modeShare); ok {
 		t.Fatalf("Key accepted a newline in Accept: %q", k)
 	}
-	if _, ok := Key(nil, "go", ModeShare); ok {
+	if _, ok := keyFor(nil, "go", modeShare); ok {
 		t.Fatal("Key accepted a nil request")
 	}
 }
@@ -149,8 +151,66 @@ func BenchmarkKey(b *testing.B) {
 	req.Header.Set("Authorization", "Bearer abcdefghijklmnopqrstuvwxyz")
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, ok := Key(req, "docker", ModeIsolate); !ok {
+		if _, ok := keyFor(req, "docker", modeIsolate); !ok {
 			b.Fatal("not ok")
 		}
+	}
+}
+
+// TestFindServesACopyOnlyWhereTheModeAllows stores copies under each mode
+// and asks for them under each mode, as a reload between the two would: a
+// copy is served only to a request the current mode allows it for.
+func TestFindServesACopyOnlyWhereTheModeAllows(t *testing.T) {
+	const url = "https://r.io/secret"
+	request := func(authz string) *http.Request {
+		req := httptest.NewRequest(http.MethodGet, url, nil)
+		if authz != "" {
+			req.Header.Set("Authorization", authz)
+		}
+		return req
+	}
+	tests := []struct {
+		name             string
+		storedMode       string
+		storedBy         string // "" = anonymous
+		askMode, askedBy string
+		want             bool
+	}{
+		{"share copy, share ask, other tenant", modeShare, "Bearer ALICE", modeShare, "Bearer BOB", true},
+		{"share copy, isolate ask, other tenant", modeShare, "Bearer ALICE", modeIsolate, "Bearer BOB", false},
+		{"share copy, isolate ask, anonymous", modeShare, "Bearer ALICE", modeIsolate, "", false},
+		{"share copy, off ask, anonymous", modeShare, "Bearer ALICE", modeOff, "", false},
+		{"share copy of anonymous, isolate ask, anonymous", modeShare, "", modeIsolate, "", true},
+		{"isolate copy, isolate ask, same tenant", modeIsolate, "Bearer ALICE", modeIsolate, "Bearer ALICE", true},
+		{"isolate copy, isolate ask, other tenant", modeIsolate, "Bearer ALICE", modeIsolate, "Bearer BOB", false},
+		{"anonymous copy, off ask, anonymous", modeIsolate, "", modeOff, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, _ := newTestCache(t, Options{})
+			stored, ok := For(request(tt.storedBy), "go", tt.storedMode)
+			if !ok {
+				t.Fatal("storing request refused")
+			}
+			resp := okResponse(strings.NewReader("private"), 7)
+			c.Store(stored, resp)
+			io.ReadAll(resp.Body)
+			resp.Body.Close()
+			c.commits.Wait()
+			asked, ok := For(request(tt.askedBy), "go", tt.askMode)
+			if !ok {
+				if tt.want {
+					t.Fatal("asking request refused")
+				}
+				return
+			}
+			e, found := c.Find(asked)
+			if found {
+				e.Body.Close()
+			}
+			if found != tt.want {
+				t.Fatalf("served = %v, want %v", found, tt.want)
+			}
+		})
 	}
 }

@@ -24,7 +24,9 @@ const (
 	bodySuffix = ".body"
 	tmpSuffix  = ".tmp"
 
-	metaVersion = 1
+	// metaVersion 2 added Cred; version 1 entries did not record who
+	// stored them, so they cannot be checked and are dropped at load.
+	metaVersion = 2
 	// maxMetaBytes bounds what the loader reads from one metadata file; real
 	// ones hold a key and a response's headers, far below this.
 	maxMetaBytes = 1 << 20
@@ -43,6 +45,9 @@ type meta struct {
 	StoredAt time.Time   `json:"stored_at"`
 	// Body is the base name of the body file in the same directory.
 	Body string `json:"body"`
+	// Cred is the credential digest of the request that stored the copy
+	// ("" when it carried none); see Ref.Servable.
+	Cred string `json:"cred,omitempty"`
 }
 
 // keyHash is the hex SHA-256 of a cache key: the on-disk name of its entry.

@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// metrics are the cache's Prometheus series; see SPEC §7.
+// metrics are the cache's Prometheus series; see docs/behaviour.md §7.
 type metrics struct {
 	bytes       prometheus.Gauge
 	objects     prometheus.Gauge

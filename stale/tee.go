@@ -18,7 +18,8 @@ import (
 // the client's stream pays for the cache is a copy into it.
 const teeBufferSize = 32 << 10
 
-// Tee arranges for resp's body to be stored under key while the caller
+// Tee arranges for resp's body, the answer to a request without
+// credentials, to be stored under key while the caller
 // streams it: resp.Body is replaced by a reader that copies every byte it
 // returns into a temp file. The entry is committed, in the background, only
 // after a clean EOF (or a Close once exactly ContentLength bytes were read)
@@ -29,6 +30,13 @@ const teeBufferSize = 32 << 10
 // logged and counted, never passed to the client. After Close, Tee does
 // nothing. Call it only for responses Storable accepted.
 func (c *Cache) Tee(key string, resp *http.Response) {
+	c.Store(Ref{Key: key, Mode: modeIsolate}, resp)
+}
+
+// Store is Tee for the request ref names: the copy records ref's
+// credentials, so that Find serves it only where ref's mode allows.
+func (c *Cache) Store(ref Ref, resp *http.Response) {
+	key := ref.Key
 	if key == "" || resp == nil || resp.Body == nil || resp.ContentLength > c.maxObject {
 		return
 	}
@@ -59,6 +67,7 @@ func (c *Cache) Tee(key string, resp *http.Response) {
 			status:   resp.StatusCode,
 			header:   storedHeader(resp.Header),
 			storedAt: c.now(),
+			cred:     ref.Cred,
 		},
 		want: resp.ContentLength,
 		f:    f,
@@ -95,6 +104,7 @@ func (c *Cache) doneWriting(key string) {
 // pending is what a finished body needs to become an entry.
 type pending struct {
 	key, hash string
+	cred      string
 	status    int
 	header    http.Header
 	size      int64
@@ -232,7 +242,7 @@ func (c *Cache) commit(p *pending) error {
 		return fmt.Errorf("body: %w", err)
 	}
 	m := &meta{Version: metaVersion, Key: p.key, Status: p.status, Header: p.header,
-		Size: p.size, StoredAt: p.storedAt, Body: bodyName}
+		Size: p.size, StoredAt: p.storedAt, Body: bodyName, Cred: p.cred}
 	metaTmp, err := writeMetaTemp(filepath.Dir(tmp), p.hash, m)
 	if err != nil {
 		os.Remove(bodyPath)

@@ -2,7 +2,7 @@ package proxy
 
 import "testing"
 
-func TestRuntimeStateAllowListsAndConnectPorts(t *testing.T) {
+func TestSnapshotAllowListsAndConnectPorts(t *testing.T) {
 	cfg := loadTestConfig(t, `
 [registries]
 enable = "maven"
@@ -11,7 +11,10 @@ proxies = ["http://repo.example:8081/m2", "https://mirror.example/m2"]
 [sidecar]
 allow_hosts = ["GitHub.com", "objects.example:8443", "[::1]:9000"]
 `, nil)
-	st := newRuntimeState(cfg)
+	st, err := newSnapshot(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	hosts := []struct {
 		host, port string
 		want       bool

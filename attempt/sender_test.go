@@ -1,4 +1,4 @@
-package fallback
+package attempt
 
 import (
 	"context"
@@ -15,15 +15,16 @@ import (
 
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/config"
+	"github.com/nora-breaker/nora-breaker/internal/fakeclock"
 )
 
 // rig is a Sender with real breakers on a fake clock and a loopback-only
-// transport, shared by the Sender and Chain tests.
+// transport.
 type rig struct {
 	clock  *fakeClock
 	set    *breakerstate.Set
 	sender *Sender
-	tr     *http.Transport
+	rt     http.RoundTripper
 	reg    *prometheus.Registry
 }
 
@@ -31,10 +32,11 @@ func newRig(t testing.TB, rt http.RoundTripper, keys ...string) *rig {
 	t.Helper()
 	r := &rig{clock: newFakeClock(), reg: prometheus.NewRegistry()}
 	if rt == nil {
-		r.tr = &http.Transport{Proxy: nil, DisableCompression: true}
-		t.Cleanup(r.tr.CloseIdleConnections)
-		rt = r.tr
+		tr := &http.Transport{Proxy: nil, DisableCompression: true}
+		t.Cleanup(tr.CloseIdleConnections)
+		rt = tr
 	}
+	r.rt = rt
 	var ks []breakerstate.KeySettings
 	for _, k := range keys {
 		format, _, _ := strings.Cut(k, ":")
@@ -46,10 +48,15 @@ func newRig(t testing.TB, rt http.RoundTripper, keys ...string) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.sender, err = NewSender(rt, r.clock.Now, r.reg); err != nil {
+	if r.sender, err = NewSender(r.clock.Now, r.reg); err != nil {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// send makes one attempt at u through the rig's transport.
+func (r *rig) send(req *http.Request, u *config.Upstream, t breakerstate.Ticket) (*http.Response, error) {
+	return r.sender.Send(r.rt, req, Target{Key: u.Key, HeaderTimeout: u.ProxyTimeout, ReadTimeout: u.ReadTimeout}, t)
 }
 
 func (r *rig) snap(t testing.TB, key string) breakerstate.Snapshot {
@@ -133,7 +140,7 @@ func TestSenderShortBodyIsFailure(t *testing.T) {
 		r := newRig(t, shortBodyRT{}, "maven:http://a.test")
 		u := testUpstream(t, "maven", "http://a.test")
 		req := httptest.NewRequest(http.MethodGet, "http://a.test/x.jar", nil)
-		resp, err := r.sender.Send(req, u, r.admit(t, u.Key))
+		resp, err := r.send(req, u, r.admit(t, u.Key))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,8 +149,8 @@ func TestSenderShortBodyIsFailure(t *testing.T) {
 		}
 		_, err = io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if !errors.Is(err, ErrShortBody) {
-			t.Fatalf("read error = %v, want ErrShortBody", err)
+		if !errors.Is(err, errShortBody) {
+			t.Fatalf("read error = %v, want errShortBody", err)
 		}
 		if n := r.snap(t, u.Key).FailureCount; n != 1 {
 			t.Fatalf("failure count %d, want 1", n)
@@ -162,7 +169,7 @@ func TestSenderShortBodyIsFailure(t *testing.T) {
 		u := testUpstream(t, "maven", srv.URL)
 		r := newRig(t, nil, u.Key)
 		req := httptest.NewRequest(http.MethodGet, srv.URL+"/x.jar", nil)
-		resp, err := r.sender.Send(req, u, r.admit(t, u.Key))
+		resp, err := r.send(req, u, r.admit(t, u.Key))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,15 +198,15 @@ func TestSenderStalledBodyIsFailure(t *testing.T) {
 	u := testUpstream(t, "docker", srv.URL)
 	u.ReadTimeout = 50 * time.Millisecond
 	r := newRig(t, nil, u.Key)
-	resp, err := r.sender.Send(httptest.NewRequest(http.MethodGet, srv.URL+"/v2/a/blobs/sha256:1", nil), u,
+	resp, err := r.send(httptest.NewRequest(http.MethodGet, srv.URL+"/v2/a/blobs/sha256:1", nil), u,
 		r.admit(t, u.Key))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	if !errors.Is(err, ErrBodyStalled) {
-		t.Fatalf("read error = %v, want ErrBodyStalled", err)
+	if !errors.Is(err, errBodyStalled) {
+		t.Fatalf("read error = %v, want errBodyStalled", err)
 	}
 	if string(body) != "first bytes" {
 		t.Fatalf("body %q", body)
@@ -225,7 +232,7 @@ func TestSenderClientCancelMidBodyIsNeutral(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	req := httptest.NewRequest(http.MethodGet, srv.URL+"/x.jar", nil).WithContext(ctx)
-	resp, err := r.sender.Send(req, u, r.admit(t, u.Key))
+	resp, err := r.send(req, u, r.admit(t, u.Key))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +266,7 @@ func TestSenderSuccessReportedOnlyAtEOF(t *testing.T) {
 	u := testUpstream(t, "maven", srv.URL)
 	r := newRig(t, nil, u.Key)
 	r.preloadFailure(t, u.Key)
-	resp, err := r.sender.Send(httptest.NewRequest(http.MethodGet, srv.URL+"/x.jar", nil), u, r.admit(t, u.Key))
+	resp, err := r.send(httptest.NewRequest(http.MethodGet, srv.URL+"/x.jar", nil), u, r.admit(t, u.Key))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +328,7 @@ func TestSenderHeaderTimeOutcomes(t *testing.T) {
 			u.ProxyTimeout = 50 * time.Millisecond
 			r := newRig(t, nil, u.Key)
 			r.preloadFailure(t, u.Key)
-			resp, err := r.sender.Send(httptest.NewRequest(tc.method, srv.URL+"/x", nil), u, r.admit(t, u.Key))
+			resp, err := r.send(httptest.NewRequest(tc.method, srv.URL+"/x", nil), u, r.admit(t, u.Key))
 			if tc.wantErr != nil {
 				if !errors.Is(err, tc.wantErr) {
 					t.Fatalf("err = %v, want %v", err, tc.wantErr)
@@ -345,7 +352,7 @@ func TestSenderCloseBeforeEOFIsNeutral(t *testing.T) {
 	u := testUpstream(t, "maven", srv.URL)
 	r := newRig(t, nil, u.Key)
 	r.preloadFailure(t, u.Key)
-	resp, err := r.sender.Send(httptest.NewRequest(http.MethodGet, srv.URL+"/x", nil), u, r.admit(t, u.Key))
+	resp, err := r.send(httptest.NewRequest(http.MethodGet, srv.URL+"/x", nil), u, r.admit(t, u.Key))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,3 +367,8 @@ func TestSenderCloseBeforeEOFIsNeutral(t *testing.T) {
 		t.Fatalf("count %d after second close", n)
 	}
 }
+
+// fakeClock is the injected clock: tests move time instead of sleeping.
+type fakeClock = fakeclock.Clock
+
+func newFakeClock() *fakeClock { return fakeclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)) }

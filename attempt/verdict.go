@@ -1,4 +1,4 @@
-package fallback
+package attempt
 
 import (
 	"context"
@@ -12,19 +12,19 @@ import (
 // headers within its format's proxy_timeout.
 var ErrHeaderTimeout = errors.New("no response headers within proxy_timeout")
 
-// ErrBodyStalled is the cause recorded when an upstream stops sending a body
+// errBodyStalled is the cause recorded when an upstream stops sending a body
 // for longer than the idle read timeout.
-var ErrBodyStalled = errors.New("response body stalled past the read timeout")
+var errBodyStalled = errors.New("response body stalled past the read timeout")
 
-// ErrShortBody is reported when a body ends before its Content-Length.
-var ErrShortBody = errors.New("response body ended before its Content-Length")
+// errShortBody is reported when a body ends before its Content-Length.
+var errShortBody = errors.New("response body ended before its Content-Length")
 
 // ErrForbiddenDestination is returned by the proxy's dialer for addresses it
-// refuses to reach (cloud metadata, SPEC §10). Refusing is policy, not the
+// refuses to reach (cloud metadata services). Refusing is policy, not the
 // upstream's fault, so such an attempt is neutral for the breaker.
 var ErrForbiddenDestination = errors.New("destination address is not allowed")
 
-// Decide classifies one attempt at an upstream (SPEC §5.1) from what the
+// Decide classifies one attempt at an upstream from what the
 // transport returned and whether the client is still there. It is the only
 // place that maps responses and errors to breaker outcomes.
 //
@@ -52,9 +52,9 @@ func Decide(resp *http.Response, err error, clientCtx context.Context) breakerst
 	}
 }
 
-// StatusClass is the status label of nora_upstream_request_duration_seconds:
+// statusClass is the status label of nora_upstream_request_duration_seconds:
 // 2xx 3xx 4xx 5xx timeout error.
-func StatusClass(resp *http.Response, err error) string {
+func statusClass(resp *http.Response, err error) string {
 	if err != nil {
 		if errors.Is(err, ErrHeaderTimeout) || errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
 			return "timeout"

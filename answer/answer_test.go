@@ -1,4 +1,4 @@
-package fallback
+package answer
 
 import (
 	"encoding/json"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nora-breaker/nora-breaker/attempt"
 )
 
 func TestSynthRetryAfterSeconds(t *testing.T) {
@@ -21,8 +23,8 @@ func TestSynthRetryAfterSeconds(t *testing.T) {
 		{time.Second + time.Nanosecond, 2}, {19500 * time.Millisecond, 20}, {30 * time.Second, 30},
 	}
 	for _, tc := range tests {
-		if got := RetryAfterSeconds(tc.d); got != tc.want {
-			t.Errorf("RetryAfterSeconds(%v) = %d, want %d", tc.d, got, tc.want)
+		if got := retryAfterSeconds(tc.d); got != tc.want {
+			t.Errorf("retryAfterSeconds(%v) = %d, want %d", tc.d, got, tc.want)
 		}
 	}
 }
@@ -112,13 +114,13 @@ func TestSynthNotFoundCodes(t *testing.T) {
 	}
 }
 
-func TestSynthGatewayError(t *testing.T) {
+func TestSynthForError(t *testing.T) {
 	req := httptest.NewRequest(http.MethodGet, "http://hub/x", nil)
-	resp := GatewayError(req, "go", "go", http.StatusGatewayTimeout, ErrHeaderTimeout)
+	resp := ForError(req, "go", "go", attempt.ErrHeaderTimeout)
 	if body := readBody(t, resp); resp.StatusCode != 504 || !strings.Contains(body, "upstream go") {
 		t.Errorf("504: %d %q", resp.StatusCode, body)
 	}
-	resp = GatewayError(req, "go", "go", http.StatusBadGateway, errors.New("upstream go: dial tcp: refused"))
+	resp = ForError(req, "go", "go", errors.New("upstream go: dial tcp: refused"))
 	if body := readBody(t, resp); resp.StatusCode != 502 || !strings.Contains(body, "refused") ||
 		resp.Header.Get("X-Nora-Breaker-Key") != "go" {
 		t.Errorf("502: %d %q", resp.StatusCode, body)

@@ -1,4 +1,4 @@
-package fallback
+package attempt
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 )
 
-// TestOutcomeAndStatusClass walks every row of SPEC §5.1: what one attempt
+// TestOutcomeDecideAndStatusClass walks every kind of attempt: what one attempt
 // means for the breaker, and the status label it is measured under.
 func TestOutcomeDecideAndStatusClass(t *testing.T) {
 	live := context.Background()
@@ -77,8 +77,8 @@ func TestOutcomeDecideAndStatusClass(t *testing.T) {
 			if got := Decide(resp, tc.err, tc.client); got != tc.want {
 				t.Errorf("Decide = %v, want %v", got, tc.want)
 			}
-			if got := StatusClass(resp, tc.err); got != tc.wantClass {
-				t.Errorf("StatusClass = %q, want %q", got, tc.wantClass)
+			if got := statusClass(resp, tc.err); got != tc.wantClass {
+				t.Errorf("statusClass = %q, want %q", got, tc.wantClass)
 			}
 		})
 	}

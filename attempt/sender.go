@@ -1,4 +1,4 @@
-package fallback
+package attempt
 
 import (
 	"context"
@@ -11,24 +11,31 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nora-breaker/nora-breaker/breakerstate"
-	"github.com/nora-breaker/nora-breaker/config"
 )
 
-// Sender makes one attempt at one upstream: it bounds the wait for response
-// headers by the format's proxy_timeout and the idle time while reading the
-// body by its read timeout, measures the attempt, and reports the outcome to
-// the upstream's breaker exactly once — at header time for failures, alive
-// answers and bodiless successes, and when the body ends otherwise, so a body
-// that breaks off or ends short counts as the failure it is (SPEC §5.1).
+// Target is the upstream side of one attempt: the breaker key it is measured
+// and reported under, and its two time limits.
+type Target struct {
+	// Key is the breaker key of the host the attempt goes to.
+	Key string
+	// HeaderTimeout bounds the wait for response headers (the format's
+	// proxy_timeout). Zero means no limit of our own.
+	HeaderTimeout time.Duration
+	// ReadTimeout bounds the idle time while reading the body (docker
+	// read_timeout; other formats use their proxy_timeout). Zero means none.
+	ReadTimeout time.Duration
+}
+
+// Sender makes attempts and measures them. One Sender serves the whole
+// process; the transport is handed in per attempt because it belongs to the
+// configuration the request arrived under.
 type Sender struct {
-	rt       http.RoundTripper
 	now      func() time.Time
 	duration *prometheus.HistogramVec
 }
 
-// NewSender wraps rt, which must be the proxy's own upstream transport (TLS
-// verification on, no environment proxy, the proxy's dialer).
-func NewSender(rt http.RoundTripper, now func() time.Time, reg prometheus.Registerer) (*Sender, error) {
+// NewSender registers the attempt duration histogram on reg.
+func NewSender(now func() time.Time, reg prometheus.Registerer) (*Sender, error) {
 	d := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "nora_upstream_request_duration_seconds",
 		Help:    "Time until an upstream answered with headers (or failed), by breaker key and status class.",
@@ -37,41 +44,41 @@ func NewSender(rt http.RoundTripper, now func() time.Time, reg prometheus.Regist
 	if err := reg.Register(d); err != nil {
 		return nil, fmt.Errorf("register upstream duration metric: %w", err)
 	}
-	return &Sender{rt: rt, now: now, duration: d}, nil
+	return &Sender{now: now, duration: d}, nil
 }
 
-// Send performs one attempt of out at upstream u, admitted by ticket t. The
-// request's context is the client's: if it ends first the attempt is neutral.
-// On a transport error the returned error wraps ErrHeaderTimeout when the
-// header wait ran out. The caller must close the returned body.
-func (s *Sender) Send(out *http.Request, u *config.Upstream, t breakerstate.Ticket) (*http.Response, error) {
+// Send performs one attempt of out through rt at target, admitted by ticket.
+// The request's context is the client's: if it ends first the attempt is
+// neutral. On a transport error the returned error wraps ErrHeaderTimeout
+// when the header wait ran out. The caller must close the returned body.
+func (s *Sender) Send(rt http.RoundTripper, out *http.Request, target Target, ticket breakerstate.Ticket) (*http.Response, error) {
 	clientCtx := out.Context()
 	start := s.now()
-	resp, ctx, cancel, err := RoundTripWithin(s.rt, out, u.ProxyTimeout)
+	resp, ctx, cancel, err := RoundTripWithin(rt, out, target.HeaderTimeout)
 	if err != nil {
-		s.observe(u.Key, nil, err, start)
-		t.Done(Decide(nil, err, clientCtx))
-		return nil, fmt.Errorf("upstream %s: %w", u.Key, err)
+		s.observe(target.Key, nil, err, start)
+		ticket.Done(Decide(nil, err, clientCtx))
+		return nil, fmt.Errorf("upstream %s: %w", target.Key, err)
 	}
-	s.observe(u.Key, resp, nil, start)
+	s.observe(target.Key, resp, nil, start)
 	if resp.StatusCode == http.StatusSwitchingProtocols {
-		// A websocket upgrade: the body is the raw connection, which goproxy
-		// relays itself; wrapping it would hide its io.Writer. The attempt
-		// context lives as long as the client's request.
-		t.Done(breakerstate.Success)
+		// A websocket upgrade: the body is the raw connection, which the
+		// proxy relays itself; wrapping it would hide its io.Writer. The
+		// attempt context lives as long as the client's request.
+		ticket.Done(breakerstate.Success)
 		return resp, nil
 	}
 	outcome := Decide(resp, nil, clientCtx)
 	if outcome != breakerstate.Success || !hasBody(out, resp) {
-		t.Done(outcome)
-		t = breakerstate.Ticket{}
+		ticket.Done(outcome)
+		ticket = breakerstate.Ticket{}
 	}
-	resp.Body = newWatchedBody(resp, t, ctx, cancel, u.ReadTimeout)
+	resp.Body = newWatchedBody(resp, ticket, ctx, cancel, target.ReadTimeout)
 	return resp, nil
 }
 
 func (s *Sender) observe(key string, resp *http.Response, err error, start time.Time) {
-	s.duration.WithLabelValues(key, StatusClass(resp, err)).Observe(s.now().Sub(start).Seconds())
+	s.duration.WithLabelValues(key, statusClass(resp, err)).Observe(s.now().Sub(start).Seconds())
 }
 
 // hasBody reports whether a successful answer carries a body whose end
@@ -89,7 +96,7 @@ func hasBody(req *http.Request, resp *http.Response) bool {
 type watchedBody struct {
 	rc      io.ReadCloser
 	ticket  breakerstate.Ticket // zero when the outcome was already reported
-	attempt context.Context     // cancelled with ErrBodyStalled by the idle timer
+	attempt context.Context     // cancelled with errBodyStalled by the idle timer
 	cancel  context.CancelCauseFunc
 	idle    *time.Timer
 	timeout time.Duration
@@ -103,7 +110,7 @@ func newWatchedBody(resp *http.Response, t breakerstate.Ticket, attempt context.
 	b := &watchedBody{rc: resp.Body, ticket: t, attempt: attempt, cancel: cancel, timeout: timeout,
 		want: resp.ContentLength}
 	if timeout > 0 {
-		b.idle = time.AfterFunc(timeout, func() { cancel(ErrBodyStalled) })
+		b.idle = time.AfterFunc(timeout, func() { cancel(errBodyStalled) })
 	}
 	return b
 }
@@ -118,14 +125,14 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 	case err == io.EOF:
 		if b.want >= 0 && b.n != b.want {
 			b.finish(breakerstate.Failure)
-			return n, fmt.Errorf("%w (%d of %d bytes)", ErrShortBody, b.n, b.want)
+			return n, fmt.Errorf("%w (%d of %d bytes)", errShortBody, b.n, b.want)
 		}
 		b.finish(breakerstate.Success)
 	case err != nil:
 		cause := context.Cause(b.attempt)
-		if cause == ErrBodyStalled {
+		if cause == errBodyStalled {
 			b.finish(breakerstate.Failure)
-			return n, ErrBodyStalled
+			return n, errBodyStalled
 		}
 		if cause != nil {
 			// The client's context ended: its going away says nothing

@@ -1,0 +1,121 @@
+// Package answer builds the answers nora-breaker gives in its own name —
+// the 503 of an open breaker, a 404 another upstream vouched for, a 429 of a
+// throttled upstream, a 502/504 for a failed attempt, a 4xx for a request it
+// refuses — each in the client's dialect, and names how every request was
+// answered (Result). docs/behaviour.md, "Answers in the proxy's own name",
+// describes each one.
+package answer
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nora-breaker/nora-breaker/attempt"
+)
+
+// Unavailable builds the proxy's own 503: Retry-After in whole seconds (at
+// least 1), the breaker key and state of the addressed upstream, and a body
+// in format's dialect.
+func Unavailable(req *http.Request, format, key, state string, retryAfter time.Duration) *http.Response {
+	msg := fmt.Sprintf("upstream %s is unavailable (circuit breaker %s); retry later", key, state)
+	resp := dialect(req, format, http.StatusServiceUnavailable, "UNAVAILABLE", msg)
+	resp.Header.Set("Retry-After", strconv.Itoa(retryAfterSeconds(retryAfter)))
+	resp.Header.Set("X-Nora-Breaker-Key", key)
+	resp.Header.Set("X-Nora-Breaker-State", state)
+	return resp
+}
+
+// NotFound builds the 404 given when the addressed upstream could not be
+// asked and another upstream of the chain said the artifact is not there.
+func NotFound(req *http.Request, format, key string) *http.Response {
+	code := "MANIFEST_UNKNOWN"
+	if strings.Contains(req.URL.Path, "/blobs/") {
+		code = "BLOB_UNKNOWN"
+	}
+	msg := fmt.Sprintf("not found: upstream %s is unavailable and the next upstream does not have it", key)
+	resp := dialect(req, format, http.StatusNotFound, code, msg)
+	resp.Header.Set("X-Nora-Breaker-Key", key)
+	return resp
+}
+
+// ForError answers a request whose attempt at upstream key failed with err
+// and that nothing better could serve: 403 for a destination the policy
+// refuses, 504 when the upstream sent no headers in time, 502 otherwise.
+func ForError(req *http.Request, format, key string, err error) *http.Response {
+	if errors.Is(err, attempt.ErrForbiddenDestination) {
+		return Refused(req, http.StatusForbidden, "destination address is not allowed")
+	}
+	status, msg := http.StatusBadGateway, fmt.Sprintf("nora-breaker: %v", err) // err names the key already
+	if errors.Is(err, attempt.ErrHeaderTimeout) {
+		status, msg = http.StatusGatewayTimeout, fmt.Sprintf("upstream %s sent no response headers in time", key)
+	}
+	resp := dialect(req, format, status, "UNAVAILABLE", msg)
+	resp.Header.Set("X-Nora-Breaker-Key", key)
+	return resp
+}
+
+// Refused answers a request the proxy will not carry (policy, a malformed
+// request, a loop) with status and one line saying why.
+func Refused(req *http.Request, status int, why string) *http.Response {
+	return Text(req, status, "nora-breaker: "+why+"\n")
+}
+
+// retryAfterSeconds rounds d up to whole seconds, at least 1: Retry-After
+// is an integer, and 0 would invite an immediate retry storm.
+func retryAfterSeconds(d time.Duration) int {
+	s := int(math.Ceil(d.Seconds()))
+	if s < 1 {
+		return 1
+	}
+	return s
+}
+
+// dialect builds a complete answer whose body the client's tooling can show:
+// docker clients parse OCI error JSON, npm prints the "error" field, and
+// everyone else gets one line of text.
+func dialect(req *http.Request, format string, status int, code, msg string) *http.Response {
+	switch format {
+	case "docker":
+		b, _ := json.Marshal(map[string]any{"errors": []map[string]string{{"code": code, "message": msg}}})
+		return withType(req, status, "application/json", string(b)+"\n")
+	case "npm":
+		b, _ := json.Marshal(map[string]string{"error": msg})
+		return withType(req, status, "application/json", string(b)+"\n")
+	}
+	return Text(req, status, msg+"\n")
+}
+
+// Text builds a complete plain-text answer with a known length.
+func Text(req *http.Request, status int, body string) *http.Response {
+	return withType(req, status, "text/plain; charset=utf-8", body)
+}
+
+// withType builds a complete answer with a known length. For HEAD requests
+// the body is empty but Content-Length still describes it.
+func withType(req *http.Request, status int, contentType, body string) *http.Response {
+	resp := &http.Response{
+		Status:        fmt.Sprintf("%d %s", status, http.StatusText(status)),
+		StatusCode:    status,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        make(http.Header),
+		Request:       req,
+		ContentLength: int64(len(body)),
+	}
+	resp.Header.Set("Content-Type", contentType)
+	resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	if req != nil && req.Method == http.MethodHead {
+		resp.Body = http.NoBody
+	} else {
+		resp.Body = io.NopCloser(strings.NewReader(body))
+	}
+	return resp
+}

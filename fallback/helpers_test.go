@@ -1,0 +1,74 @@
+package fallback
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nora-breaker/nora-breaker/attempt"
+	"github.com/nora-breaker/nora-breaker/breakerstate"
+	"github.com/nora-breaker/nora-breaker/config"
+)
+
+// rig holds real breakers on a fake clock, a Sender and a loopback-only
+// transport, shared by the chain tests.
+type rig struct {
+	clock  *fakeClock
+	set    *breakerstate.Set
+	sender *attempt.Sender
+	tr     *http.Transport
+	reg    *prometheus.Registry
+}
+
+func newRig(t testing.TB, keys ...string) *rig {
+	t.Helper()
+	r := &rig{clock: newFakeClock(), reg: prometheus.NewRegistry(),
+		tr: &http.Transport{Proxy: nil, DisableCompression: true}}
+	t.Cleanup(r.tr.CloseIdleConnections)
+	var ks []breakerstate.KeySettings
+	for _, k := range keys {
+		format, _, _ := strings.Cut(k, ":")
+		ks = append(ks, breakerstate.KeySettings{Key: k, Format: format, FailureThreshold: 3,
+			ResetTimeout: 30 * time.Second})
+	}
+	var err error
+	r.set, err = breakerstate.New(breakerstate.Options{Enabled: true, Keys: ks, Now: r.clock.Now, Registerer: r.reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.sender, err = attempt.NewSender(r.clock.Now, r.reg); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (r *rig) admit(t testing.TB, key string) breakerstate.Ticket {
+	t.Helper()
+	tk, err := r.set.Allow(key)
+	if err != nil {
+		t.Fatalf("Allow(%s): %v", key, err)
+	}
+	return tk
+}
+
+func testUpstream(t testing.TB, format, raw string) *config.Upstream {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &config.Upstream{Format: format, URL: u, Key: format + ":" + raw, Hosts: []string{u.Hostname()},
+		ProxyTimeout: 5 * time.Second, ReadTimeout: 5 * time.Second}
+}
+
+func newServer(t testing.TB, h http.HandlerFunc) *httptest.Server {
+	t.Helper()
+	s := httptest.NewServer(h)
+	t.Cleanup(s.Close)
+	return s
+}

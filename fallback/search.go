@@ -1,0 +1,281 @@
+package fallback
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/nora-breaker/nora-breaker/answer"
+	"github.com/nora-breaker/nora-breaker/attempt"
+	"github.com/nora-breaker/nora-breaker/breakerstate"
+	"github.com/nora-breaker/nora-breaker/config"
+	"github.com/nora-breaker/nora-breaker/stale"
+)
+
+// maxFailureBody bounds how much of an addressed upstream's 5xx body is kept
+// to replay to the client when no candidate serves.
+const maxFailureBody = 64 << 10
+
+// errClientGone answers a request whose client left before any upstream
+// answered; nobody reads the answer, but the log line says what happened.
+var errClientGone = errors.New("client went away")
+
+// search is one request's pass through the loop: what it has learned so far
+// and what the terminal answer will be built from.
+type search struct {
+	c *Chain
+	r Request
+
+	attempts int
+	// skipped lists the keys whose breaker refused an attempt (addressed
+	// first when it was refused), for the 503's Retry-After.
+	skipped []string
+	// saw404 records that a candidate said 404 or 410.
+	saw404 bool
+	// cause and replay are the addressed upstream's failure: its transport
+	// error, or its 5xx answer kept to be replayed.
+	cause  error
+	replay func(*http.Request) *http.Response
+	// deadline bounds the candidates' header waits; set when the first
+	// candidate is considered, so the addressed attempt's own proxy_timeout
+	// does not eat into it.
+	deadline time.Time
+}
+
+// upstreams is the loop's order: the addressed upstream, then candidates.
+func (s *search) upstreams() []*config.Upstream {
+	return append([]*config.Upstream{s.r.Addressed}, s.r.Candidates...)
+}
+
+// mayGoOn reports whether the loop may ask another upstream: only for a GET
+// or HEAD, while the client waits and the search's deadline has not passed.
+func (s *search) mayGoOn() bool {
+	if !substitutable(s.r.Client.Method) || s.r.Client.Context().Err() != nil {
+		return false
+	}
+	now := s.c.o.Now()
+	if s.deadline.IsZero() {
+		s.deadline = now.Add(s.c.o.Deadline)
+	}
+	return now.Before(s.deadline)
+}
+
+// admit asks u's breaker whether u may be asked.
+func (s *search) admit(u *config.Upstream) (breakerstate.Ticket, bool) {
+	t, err := s.c.o.Breakers.Admit(u.Key)
+	if err != nil {
+		s.skipped = append(s.skipped, u.Key)
+		return t, false
+	}
+	return t, true
+}
+
+// ask makes the attempt at u, the i-th upstream of the loop, and reports
+// whether its answer ends the loop.
+func (s *search) ask(i int, u *config.Upstream, t breakerstate.Ticket) (Result, bool) {
+	s.attempts++
+	if i == 0 {
+		return s.askAddressed(u, t)
+	}
+	return s.askCandidate(u, t)
+}
+
+// askAddressed sends the client's request as it is. Whatever the upstream
+// answers is the client's answer, except that a GET or HEAD that failed
+// (transport error, 5xx) goes on to the candidates.
+func (s *search) askAddressed(u *config.Upstream, t breakerstate.Ticket) (Result, bool) {
+	req := s.r.Client
+	resp, err := s.c.o.Sender.Send(s.r.Settings.Transport, req, targetOf(u), t)
+	switch {
+	case err != nil && req.Context().Err() != nil:
+		return s.result(answer.ForError(req, u.Format, u.Key, errClientGone), answer.Error, ""), true
+	case errors.Is(err, attempt.ErrForbiddenDestination):
+		return s.result(answer.Refused(req, http.StatusForbidden, "destination address is not allowed"),
+			answer.Denied, ""), true
+	case err != nil && !substitutable(req.Method):
+		return s.result(answer.ForError(req, u.Format, u.Key, err), answer.Error, ""), true
+	case err != nil:
+		s.cause = err
+		return Result{}, false
+	case resp.StatusCode >= 500 && substitutable(req.Method):
+		s.replay = keepFailure(resp)
+		return Result{}, false
+	}
+	s.keepStale(resp)
+	return s.result(resp, answer.Forwarded, u.Key), true
+}
+
+// askCandidate sends the request rewritten for candidate u. The first
+// success (2xx, 3xx) is served; a 404 or 410 is remembered; anything else
+// moves on.
+func (s *search) askCandidate(u *config.Upstream, t breakerstate.Ticket) (Result, bool) {
+	resp, err := s.sendCandidate(u, t)
+	if err != nil {
+		s.c.o.Logger.Debug().Str("key", u.Key).Err(err).Msg("fallback candidate failed")
+		return Result{}, false
+	}
+	switch {
+	case resp.StatusCode < 400:
+		s.c.fallbacks.WithLabelValues(s.r.Addressed.Key, u.Key).Inc()
+		resp = s.c.present(s.r, u, resp)
+		// The client addressed this URL: the next outage of the whole chain
+		// should still find the artifact under it.
+		s.keepStale(resp)
+		return s.result(resp, answer.Fallback, u.Key), true
+	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone:
+		s.saw404 = true
+	}
+	drainClose(resp.Body)
+	return Result{}, false
+}
+
+// sendCandidate sends the substituted request to cand, negotiating a docker
+// bearer token once when the candidate asks for one.
+func (s *search) sendCandidate(cand *config.Upstream, t breakerstate.Ticket) (*http.Response, error) {
+	rt := s.r.Settings.Transport
+	out := substitute(s.r.Client, cand, s.r.Rel)
+	resp, err := s.c.o.Sender.Send(rt, out, s.candidateTarget(cand), t)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized || cand.Format != "docker" || s.c.o.Tokens == nil {
+		return resp, err
+	}
+	ch, ok := bearerChallenge(resp.Header)
+	if !ok {
+		return resp, nil
+	}
+	if len(ch.Scopes) == 0 {
+		ch.Scopes = dockerScope(s.r.Rel)
+	}
+	token, terr := s.c.o.Tokens.Token(s.r.Client.Context(), rt, cand.Key, cand.Auth, ch)
+	if terr != nil {
+		return resp, nil // the 401 stands; the loop moves on
+	}
+	drainClose(resp.Body)
+	t2, err := s.c.o.Breakers.Admit(cand.Key)
+	if err != nil {
+		return nil, err
+	}
+	retry := substitute(s.r.Client, cand, s.r.Rel)
+	retry.Header.Set("Authorization", "Bearer "+token)
+	resp, err = s.c.o.Sender.Send(rt, retry, s.candidateTarget(cand), t2)
+	if err == nil && resp.StatusCode == http.StatusUnauthorized {
+		// The registry refused a token we still thought fresh (revoked, or
+		// its clock disagrees): forget it so the next pull fetches anew
+		// instead of failing until it expires.
+		s.c.o.Tokens.Invalidate(cand.Key, ch)
+	}
+	return resp, err
+}
+
+// candidateTarget is cand's attempt target with its header timeout cut to
+// what is left of the search's deadline.
+func (s *search) candidateTarget(cand *config.Upstream) attempt.Target {
+	t := targetOf(cand)
+	left := s.deadline.Sub(s.c.o.Now())
+	if left < t.HeaderTimeout {
+		t.HeaderTimeout = max(left, time.Millisecond)
+	}
+	return t
+}
+
+// exhausted builds the answer when no upstream served: a stale copy, else
+// another upstream's 404 where that is the truth, else the addressed
+// upstream's own failure, else the proxy's 503.
+func (s *search) exhausted() Result {
+	req, u := s.r.Client, s.r.Addressed
+	if res, ok := s.staleCopy(); ok {
+		return res
+	}
+	switch {
+	case s.saw404 && notFoundIsTruth(u.Format):
+		return s.result(answer.NotFound(req, u.Format, u.Key), answer.Synthesized404, "")
+	case s.replay != nil:
+		return s.result(s.replay(req), answer.Forwarded, u.Key)
+	case s.cause != nil:
+		return s.result(answer.ForError(req, u.Format, u.Key, s.cause), answer.Error, "")
+	}
+	return s.result(s.unavailable(), answer.Synthesized503, "")
+}
+
+// unavailable builds the synthesized 503 with Retry-After = the smallest
+// remaining open time of the skipped upstreams.
+func (s *search) unavailable() *http.Response {
+	u := s.r.Addressed
+	state, wait, _ := s.c.o.Breakers.RetryAfter(u.Key)
+	for _, k := range s.skipped {
+		if k == u.Key {
+			continue
+		}
+		if _, d, ok := s.c.o.Breakers.RetryAfter(k); ok && d < wait {
+			wait = d
+		}
+	}
+	return answer.Unavailable(s.r.Client, u.Format, u.Key, state.String(), wait)
+}
+
+// staleCopy looks up a stale copy of the client's request.
+func (s *search) staleCopy() (Result, bool) {
+	st := s.c.o.Stale
+	if st == nil {
+		return Result{}, false
+	}
+	ref, ok := stale.For(s.r.Client, s.r.Addressed.Format, s.r.Settings.StaleMode)
+	if !ok {
+		return Result{}, false
+	}
+	e, ok := st.Find(ref)
+	if !ok {
+		return Result{}, false
+	}
+	s.c.staleServed.WithLabelValues(s.r.Addressed.Key).Inc()
+	return s.result(e.Response(s.r.Client, s.c.o.Now()), answer.Stale, ""), true
+}
+
+// keepStale stores a copy of a cacheable answer while it streams.
+func (s *search) keepStale(resp *http.Response) {
+	st, req := s.c.o.Stale, s.r.Client
+	if st == nil || resp.StatusCode != http.StatusOK || req.Method != http.MethodGet {
+		return
+	}
+	ref, ok := stale.For(req, s.r.Addressed.Format, s.r.Settings.StaleMode)
+	if !ok || !st.Storable(req, resp) {
+		return
+	}
+	st.Store(ref, resp)
+}
+
+func (s *search) result(resp *http.Response, kind answer.Result, servedBy string) Result {
+	return Result{Resp: resp, Kind: kind, ServedBy: servedBy, Attempts: s.attempts}
+}
+
+// targetOf is u's attempt target at its own URL host.
+func targetOf(u *config.Upstream) attempt.Target {
+	return attempt.Target{Key: u.Key, HeaderTimeout: u.ProxyTimeout, ReadTimeout: u.ReadTimeout}
+}
+
+// keepFailure buffers up to 64 KiB of a 5xx answer so it can be replayed if
+// no candidate serves.
+func keepFailure(resp *http.Response) func(*http.Request) *http.Response {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxFailureBody))
+	resp.Body.Close()
+	return func(req *http.Request) *http.Response {
+		cp := *resp
+		cp.Header = resp.Header.Clone()
+		cp.Request = req
+		cp.Body = newBytesBody(body)
+		cp.ContentLength = int64(len(body))
+		cp.Header.Del("Content-Length")
+		cp.TransferEncoding = nil
+		if req.Method == http.MethodHead {
+			cp.Body = http.NoBody
+		}
+		return &cp
+	}
+}
+
+// drainClose reads a little of an unwanted body so the connection can be
+// reused, then closes it.
+func drainClose(rc io.ReadCloser) {
+	_, _ = io.CopyN(io.Discard, rc, 4<<10)
+	rc.Close()
+}

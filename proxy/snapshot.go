@@ -1,0 +1,70 @@
+package proxy
+
+import (
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/nora-breaker/nora-breaker/config"
+	"github.com/nora-breaker/nora-breaker/fallback"
+)
+
+// snapshot is one configuration and everything the request path derives
+// from it, worked out once instead of on every request. A reload swaps the
+// whole snapshot; every request loads it once when it arrives and decides
+// everything under that one value, so a reload in the middle of a request
+// never gives it two configurations.
+type snapshot struct {
+	cfg   *config.Config
+	table *upstreamTable
+	// allowHosts holds allow_hosts entries, lower-cased: "host" (any port)
+	// or "host:port".
+	allowHosts map[string]bool
+	// connectPorts are the ports a CONNECT may name: 443, the ports of the
+	// configured upstreams and those named in allow_hosts.
+	connectPorts map[string]bool
+	// transport carries every upstream attempt of requests decided under
+	// this snapshot. It is rebuilt only when a setting it was built from
+	// changes (see upstreamSettings), so a reload that touches nothing of
+	// the kind keeps the pooled upstream connections.
+	transport *http.Transport
+	dial      *dialer // the transport's dialer, also used for tunnels
+	upstream  upstreamSettings
+}
+
+// newSnapshot derives a snapshot from cfg, reusing prev's transport when
+// the settings it was built from are unchanged (prev may be nil).
+func newSnapshot(cfg *config.Config, prev *snapshot) (*snapshot, error) {
+	s := &snapshot{cfg: cfg, table: newTable(cfg.Upstreams),
+		allowHosts: make(map[string]bool), connectPorts: map[string]bool{"443": true}}
+	for _, u := range cfg.Upstreams {
+		_, port := hostPort(u.URL)
+		s.connectPorts[port] = true
+	}
+	for _, a := range cfg.Sidecar.AllowHosts {
+		a = strings.ToLower(a)
+		s.allowHosts[a] = true
+		if _, port, err := net.SplitHostPort(a); err == nil {
+			s.connectPorts[port] = true
+		}
+	}
+	s.upstream = upstreamSettingsOf(cfg)
+	if prev != nil && prev.upstream.equal(s.upstream) {
+		s.transport, s.dial = prev.transport, prev.dial
+		return s, nil
+	}
+	var err error
+	s.transport, s.dial, err = newTransport(s.upstream, s.hostAllowed)
+	return s, err
+}
+
+// hostAllowed reports whether host (and port) is listed in allow_hosts.
+func (s *snapshot) hostAllowed(host, port string) bool {
+	host = strings.ToLower(host)
+	return s.allowHosts[host] || s.allowHosts[net.JoinHostPort(host, port)]
+}
+
+// fallbackSettings are the settings the fallback loop decides under.
+func (s *snapshot) fallbackSettings() fallback.Settings {
+	return fallback.Settings{Transport: s.transport, StaleMode: s.cfg.Sidecar.StaleAuthenticated}
+}

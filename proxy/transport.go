@@ -1,0 +1,85 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"maps"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nora-breaker/nora-breaker/config"
+)
+
+// upstreamSettings are the [sidecar] settings the upstream transport is
+// built from. A reload that changes any of them builds a new transport for
+// the requests that arrive after it; requests in flight finish on the old
+// one, whose idle connections are then closed.
+type upstreamSettings struct {
+	upstreamCA          string
+	dialTimeout         time.Duration
+	tlsHandshakeTimeout time.Duration
+	resolve             map[string]string // "host:port" (lower-case host) → "ip:port"
+	allowHosts          []string          // exempt from the metadata-address refusal
+}
+
+func upstreamSettingsOf(cfg *config.Config) upstreamSettings {
+	sc := cfg.Sidecar
+	resolve := make(map[string]string, len(sc.Resolve))
+	for k, v := range sc.Resolve {
+		resolve[strings.ToLower(k)] = v
+	}
+	return upstreamSettings{upstreamCA: sc.UpstreamCA, dialTimeout: sc.DialTimeout,
+		tlsHandshakeTimeout: sc.TLSHandshakeTimeout, resolve: resolve, allowHosts: slices.Clone(sc.AllowHosts)}
+}
+
+func (a upstreamSettings) equal(b upstreamSettings) bool {
+	return a.upstreamCA == b.upstreamCA && a.dialTimeout == b.dialTimeout &&
+		a.tlsHandshakeTimeout == b.tlsHandshakeTimeout && maps.Equal(a.resolve, b.resolve) &&
+		slices.Equal(a.allowHosts, b.allowHosts)
+}
+
+// newTransport builds the transport every upstream attempt goes through
+// (TLS verified against the system roots plus upstream_ca, never the
+// environment's proxy) and the dialer it and every tunnel dial with.
+func newTransport(s upstreamSettings, allowed func(host, port string) bool) (*http.Transport, *dialer, error) {
+	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12}
+	if s.upstreamCA != "" {
+		pem, err := os.ReadFile(s.upstreamCA)
+		if err != nil {
+			return nil, nil, fmt.Errorf("sidecar.upstream_ca: %w", err)
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil || pool == nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, nil, fmt.Errorf("sidecar.upstream_ca %s: no PEM certificates found", s.upstreamCA)
+		}
+		tlsConf.RootCAs = pool
+	}
+	d := &dialer{timeout: s.dialTimeout, resolve: s.resolve, allowed: allowed}
+	return &http.Transport{
+		// Never the environment's proxy: in a pod HTTPS_PROXY points at us.
+		Proxy:                 nil,
+		DialContext:           d.DialContext,
+		TLSClientConfig:       tlsConf,
+		TLSHandshakeTimeout:   s.tlsHandshakeTimeout,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		// Compression passes through untouched: the client's Accept-Encoding
+		// goes upstream and the body comes back as the upstream sent it.
+		DisableCompression: true,
+		// An HTTP/2 connection outlives a timed-out request (only the stream
+		// is cancelled), so a black-holed upstream would keep receiving new
+		// requests and probes over one dead connection. Pings find it out.
+		HTTP2:                  &http.HTTP2Config{SendPingTimeout: 10 * time.Second, PingTimeout: 5 * time.Second},
+		MaxResponseHeaderBytes: 1 << 20,
+	}, d, nil
+}
