@@ -46,10 +46,14 @@ func NotFound(req *http.Request, format, key string) *http.Response {
 }
 
 // ForError answers a request whose attempt at upstream key failed with err
-// and that nothing better could serve: 403 for a destination the policy
-// refuses, 504 when the upstream sent no headers in time, 502 otherwise.
+// and that nothing better could serve: 400 when the client's own request
+// could not be read, 403 for a destination the policy refuses, 504 when the
+// upstream sent no headers in time, 502 otherwise.
 func ForError(req *http.Request, format, key string, err error) *http.Response {
-	if errors.Is(err, attempt.ErrForbiddenDestination) {
+	switch {
+	case errors.Is(err, attempt.ErrClientRequest):
+		return Refused(req, http.StatusBadRequest, "the request body could not be read")
+	case errors.Is(err, attempt.ErrForbiddenDestination):
 		return Refused(req, http.StatusForbidden, "destination address is not allowed")
 	}
 	status, msg := http.StatusBadGateway, fmt.Sprintf("nora-breaker: %v", err) // err names the key already

@@ -50,12 +50,24 @@ func NewSender(now func() time.Time, reg prometheus.Registerer) (*Sender, error)
 // Send performs one attempt of out through rt at target, admitted by ticket.
 // The request's context is the client's: if it ends first the attempt is
 // neutral. On a transport error the returned error wraps ErrHeaderTimeout
-// when the header wait ran out. The caller must close the returned body.
+// when the header wait ran out, and ErrClientRequest when the client's own
+// request body could not be read. The caller must close the returned body.
 func (s *Sender) Send(rt http.RoundTripper, out *http.Request, target Target, ticket breakerstate.Ticket) (*http.Response, error) {
 	clientCtx := out.Context()
+	var body *requestBody
+	if out.Body != nil && out.Body != http.NoBody {
+		body = &requestBody{rc: out.Body}
+		out.Body = body
+	}
 	start := s.now()
 	resp, ctx, cancel, err := RoundTripWithin(rt, out, target.HeaderTimeout)
 	if err != nil {
+		if body != nil && body.err != nil {
+			// The client sent a request that cannot be read (a broken
+			// chunked body, a body shorter than it said, a reset stream):
+			// that is the client's problem, not the upstream's.
+			err = fmt.Errorf("%w: %v", ErrClientRequest, body.err)
+		}
 		s.observe(target.Key, nil, err, start)
 		ticket.Done(Decide(nil, err, clientCtx))
 		return nil, fmt.Errorf("upstream %s: %w", target.Key, err)
@@ -69,7 +81,16 @@ func (s *Sender) Send(rt http.RoundTripper, out *http.Request, target Target, ti
 		return resp, nil
 	}
 	outcome := Decide(resp, nil, clientCtx)
-	if outcome != breakerstate.Success || !hasBody(out, resp) {
+	if bodyless(out, resp) {
+		// Complete at its headers: a Content-Length on it describes the
+		// GET, not bytes to come, so nothing is read or checked.
+		ticket.Done(outcome)
+		resp.Body.Close()
+		cancel(nil)
+		resp.Body = http.NoBody
+		return resp, nil
+	}
+	if outcome != breakerstate.Success || resp.ContentLength == 0 {
 		ticket.Done(outcome)
 		ticket = breakerstate.Ticket{}
 	}
@@ -81,24 +102,41 @@ func (s *Sender) observe(key string, resp *http.Response, err error, start time.
 	s.duration.WithLabelValues(key, statusClass(resp, err)).Observe(s.now().Sub(start).Seconds())
 }
 
-// hasBody reports whether a successful answer carries a body whose end
-// decides the outcome.
-func hasBody(req *http.Request, resp *http.Response) bool {
-	if req.Method == http.MethodHead || resp.StatusCode == http.StatusNoContent ||
-		resp.StatusCode == http.StatusNotModified || resp.ContentLength == 0 {
-		return false
-	}
-	return resp.Body != nil && resp.Body != http.NoBody
+// bodyless reports an answer that has no body whatever its headers say:
+// the answer to a HEAD, 1xx, 204 and 304.
+func bodyless(req *http.Request, resp *http.Response) bool {
+	return req.Method == http.MethodHead || resp.StatusCode < 200 ||
+		resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified
 }
 
+// requestBody remembers why reading the client's request body failed, so a
+// failed round trip can be told apart: the client's fault or the upstream's.
+type requestBody struct {
+	rc  io.ReadCloser
+	err error // the first read error other than io.EOF
+}
+
+func (b *requestBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err != nil && err != io.EOF && b.err == nil {
+		b.err = err
+	}
+	return n, err
+}
+
+func (b *requestBody) Close() error { return b.rc.Close() }
+
 // watchedBody enforces the idle read timeout, checks the length, and reports
-// the deferred outcome of a successful answer when the body ends.
+// the deferred outcome of a successful answer when the body ends. The idle
+// clock runs only while a Read waits for the upstream: between Reads the
+// reader is busy with the client (writing to it, perhaps blocked by a client
+// that reads slowly), and that time is not the upstream's.
 type watchedBody struct {
 	rc      io.ReadCloser
 	ticket  breakerstate.Ticket // zero when the outcome was already reported
 	attempt context.Context     // cancelled with errBodyStalled by the idle timer
 	cancel  context.CancelCauseFunc
-	idle    *time.Timer
+	idle    *time.Timer // stopped between Reads
 	timeout time.Duration
 	want    int64 // Content-Length, or -1
 	n       int64
@@ -111,16 +149,20 @@ func newWatchedBody(resp *http.Response, t breakerstate.Ticket, attempt context.
 		want: resp.ContentLength}
 	if timeout > 0 {
 		b.idle = time.AfterFunc(timeout, func() { cancel(errBodyStalled) })
+		b.idle.Stop()
 	}
 	return b
 }
 
 func (b *watchedBody) Read(p []byte) (int, error) {
-	n, err := b.rc.Read(p)
-	b.n += int64(n)
-	if b.idle != nil && err == nil {
+	if b.idle != nil {
 		b.idle.Reset(b.timeout)
 	}
+	n, err := b.rc.Read(p)
+	if b.idle != nil {
+		b.idle.Stop()
+	}
+	b.n += int64(n)
 	switch {
 	case err == io.EOF:
 		if b.want >= 0 && b.n != b.want {
@@ -146,7 +188,7 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 }
 
 // Close ends the attempt. Closing before the end means the reader (the
-// client, or the fallback chain discarding an answer) lost interest, which
+// client, or the fallback loop discarding an answer) lost interest, which
 // says nothing about the upstream.
 func (b *watchedBody) Close() error {
 	b.finish(breakerstate.Neutral)

@@ -19,22 +19,36 @@ var errBodyStalled = errors.New("response body stalled past the read timeout")
 // errShortBody is reported when a body ends before its Content-Length.
 var errShortBody = errors.New("response body ended before its Content-Length")
 
+// ErrClientRequest is the cause recorded when the client's own request could
+// not be read (a malformed chunked body, a body shorter than announced, a
+// reset stream): the client's fault, neutral for the upstream.
+var ErrClientRequest = errors.New("the client's request could not be read")
+
 // ErrForbiddenDestination is returned by the proxy's dialer for addresses it
 // refuses to reach (cloud metadata services). Refusing is policy, not the
 // upstream's fault, so such an attempt is neutral for the breaker.
 var ErrForbiddenDestination = errors.New("destination address is not allowed")
 
-// Decide classifies one attempt at an upstream from what the
-// transport returned and whether the client is still there. It is the only
-// place that maps responses and errors to breaker outcomes.
+// Decide classifies one attempt at an upstream from what the transport
+// returned and whether the client is still there (docs/behaviour.md §5.1).
+// It is the only place that maps responses and errors to breaker outcomes.
+// Every verdict is a claim about the upstream's health, so whatever the
+// client caused is neutral:
 //
-//   - neutral: the client cancelled before the upstream answered;
-//   - failure: any transport error (DNS, dial, TLS, header timeout) or a 5xx;
-//   - alive:   any 4xx, which proves the upstream is up;
+//   - neutral: the client cancelled before the upstream answered, the
+//     client's own request could not be read, or policy refused the
+//     destination;
+//   - failure: any other transport error (DNS, dial, TLS, header timeout)
+//     or a 5xx other than 501 and 505;
+//   - alive:   any 4xx, and 501 and 505 (the upstream answered; the
+//     request was the problem);
 //   - success: 1xx, 2xx and 3xx.
+//
+// What a body means (short, stalled, or none at all) is decided by the
+// Sender when it ends.
 func Decide(resp *http.Response, err error, clientCtx context.Context) breakerstate.Outcome {
 	if err != nil {
-		if errors.Is(err, ErrForbiddenDestination) {
+		if errors.Is(err, ErrForbiddenDestination) || errors.Is(err, ErrClientRequest) {
 			return breakerstate.Neutral
 		}
 		if clientCtx != nil && clientCtx.Err() != nil && !errors.Is(err, ErrHeaderTimeout) {
@@ -43,6 +57,8 @@ func Decide(resp *http.Response, err error, clientCtx context.Context) breakerst
 		return breakerstate.Failure
 	}
 	switch {
+	case resp.StatusCode == http.StatusNotImplemented || resp.StatusCode == http.StatusHTTPVersionNotSupported:
+		return breakerstate.Alive
 	case resp.StatusCode >= 500:
 		return breakerstate.Failure
 	case resp.StatusCode >= 400:

@@ -90,9 +90,10 @@ func (s *search) askAddressed(u *config.Upstream, t breakerstate.Ticket) (Result
 	switch {
 	case err != nil && req.Context().Err() != nil:
 		return s.result(answer.ForError(req, u.Format, u.Key, errClientGone), answer.Error, ""), true
+	case errors.Is(err, attempt.ErrClientRequest):
+		return s.result(answer.ForError(req, u.Format, u.Key, err), answer.BadRequest, ""), true
 	case errors.Is(err, attempt.ErrForbiddenDestination):
-		return s.result(answer.Refused(req, http.StatusForbidden, "destination address is not allowed"),
-			answer.Denied, ""), true
+		return s.result(answer.ForError(req, u.Format, u.Key, err), answer.Denied, ""), true
 	case err != nil && !substitutable(req.Method):
 		return s.result(answer.ForError(req, u.Format, u.Key, err), answer.Error, ""), true
 	case err != nil:

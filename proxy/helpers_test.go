@@ -99,6 +99,13 @@ func startProxy(t testing.TB, cfg *config.Config) *testProxy {
 // tp.Logs is left nil.
 func startProxyLogged(t testing.TB, cfg *config.Config, log zerolog.Logger) *testProxy {
 	t.Helper()
+	return startProxyWrapped(t, cfg, log, nil)
+}
+
+// startProxyWrapped is startProxyLogged whose proxy listener is passed
+// through wrap first (nil: as it is).
+func startProxyWrapped(t testing.TB, cfg *config.Config, log zerolog.Logger, wrap func(net.Listener) net.Listener) *testProxy {
+	t.Helper()
 	clock := newFakeClock()
 	reg := prometheus.NewRegistry()
 	p, err := New(cfg, Deps{Registry: reg, Logger: log, Now: clock.Now, Version: "test"})
@@ -108,6 +115,9 @@ func startProxyLogged(t testing.TB, cfg *config.Config, log zerolog.Logger) *tes
 	proxyLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if wrap != nil {
+		proxyLn = wrap(proxyLn)
 	}
 	adminLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

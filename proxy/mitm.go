@@ -144,14 +144,16 @@ func (h *innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.relayUpgrade(w, resp)
 		return
 	}
-	writeInner(w, resp, h.p.bufs)
+	writeInner(w, resp, h.p.bufs, h.p.fixed.idleTimeout)
 }
 
 // writeInner sends resp to the client, streaming the body through a pooled
 // buffer. It flushes when the upstream had less than a buffer's worth ready,
 // so slow bodies reach the client as they arrive while large ones stream in
-// full buffers without a flush per write.
-func writeInner(w http.ResponseWriter, resp *http.Response, bufs *sync.Pool) {
+// full buffers without a flush per write. A write that makes no progress for
+// idle fails: a client that stopped reading is cut off, on HTTP/2 too, where
+// a stalled stream does not stall the connection.
+func writeInner(w http.ResponseWriter, resp *http.Response, bufs *sync.Pool, idle time.Duration) {
 	hdr := w.Header()
 	for k, vv := range resp.Header {
 		hdr[k] = vv
@@ -163,7 +165,9 @@ func writeInner(w http.ResponseWriter, resp *http.Response, bufs *sync.Pool) {
 	rc := http.NewResponseController(w)
 	bp := bufs.Get().(*[]byte)
 	defer bufs.Put(bp)
-	_, readErr, writeErr := streamBody(w, func() { _ = rc.Flush() }, resp.Body, *bp)
+	dw := &deadlineWriter{w: w, rc: rc, idle: idle}
+	defer dw.clear()
+	_, readErr, writeErr := streamBody(dw, func() { _ = rc.Flush() }, resp.Body, *bp)
 	if writeErr != nil {
 		return
 	}
@@ -176,6 +180,34 @@ func writeInner(w http.ResponseWriter, resp *http.Response, bufs *sync.Pool) {
 		for _, v := range vv {
 			hdr.Add(http.TrailerPrefix+k, v)
 		}
+	}
+}
+
+// deadlineWriter moves a response's write deadline idle ahead before its
+// writes. It refreshes at most every idle/8, so the deadline it leaves lies
+// between 7/8 and 8/8 of idle ahead, without a deadline call per write.
+type deadlineWriter struct {
+	w    io.Writer
+	rc   *http.ResponseController
+	idle time.Duration
+	last time.Time
+}
+
+func (d *deadlineWriter) Write(p []byte) (int, error) {
+	if d.idle > 0 {
+		if now := time.Now(); now.Sub(d.last) >= d.idle/8 {
+			_ = d.rc.SetWriteDeadline(now.Add(d.idle))
+			d.last = now
+		}
+	}
+	return d.w.Write(p)
+}
+
+// clear removes the deadline, so it cannot outlive the response and cut
+// the next one on a kept-alive connection.
+func (d *deadlineWriter) clear() {
+	if !d.last.IsZero() {
+		_ = d.rc.SetWriteDeadline(time.Time{})
 	}
 }
 
