@@ -305,3 +305,29 @@ func TestZeroTicketDoneIsNoop(t *testing.T) {
 		tk.Done(o) // must not panic
 	}
 }
+
+// TestRefusingTakesNothing: Refusing says what Allow would answer without
+// counting a refusal or taking the probe.
+func TestRefusingTakesNothing(t *testing.T) {
+	h := newHarness(t, true, keySettings("k", 1, 10*time.Second))
+	if h.Refusing("k") || h.Refusing("unknown") {
+		t.Fatal("a closed or unknown key is refusing")
+	}
+	h.fail(t, "k", 1)
+	if !h.Refusing("k") {
+		t.Fatal("an open key whose probe is not due is not refusing")
+	}
+	h.clock.Advance(10 * time.Second)
+	if h.Refusing("k") {
+		t.Fatal("a key whose probe is due is refusing")
+	}
+	if probe := h.probe(t, "k"); !probe.Probe() { // the probe is still there to take
+		t.Fatal("Refusing took the probe")
+	}
+	if !h.Refusing("k") {
+		t.Fatal("half-open with its probe out is not refusing")
+	}
+	if s := h.snap(t, "k"); s.Rejections != 0 {
+		t.Fatalf("Refusing counted %d rejections", s.Rejections)
+	}
+}

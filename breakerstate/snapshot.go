@@ -56,6 +56,31 @@ func (s *Set) RetryAfter(key string) (State, time.Duration, bool) {
 	return st, d, known
 }
 
+// Refusing reports whether key's breaker would refuse a request now, without
+// counting a refusal or taking the probe: forced open, open with its probe
+// not yet due, or half-open with its probe out. An unknown key, a disabled
+// set, or a breaker whose probe is due, is not refusing.
+func (s *Set) Refusing(key string) bool {
+	b := s.table.Load().byKey[key]
+	if b == nil {
+		return false
+	}
+	now := s.now()
+	refusing := false
+	b.look(func() {
+		switch {
+		case b.retired || !b.enabled || b.forced == ModeClosed:
+		case b.forced == ModeOpen:
+			refusing = true
+		case b.state == Open:
+			refusing = now.Sub(b.lastFailure) < b.cfg.ResetTimeout
+		case b.state == HalfOpen:
+			refusing = b.probeOut && now.Sub(b.probeAt) <= b.cfg.ResetTimeout
+		}
+	})
+	return refusing
+}
+
 // retryAfterLocked returns the reported state and the Retry-After of a
 // rejected request. Called with mu held.
 func (b *breaker) retryAfterLocked(now time.Time) (State, time.Duration) {

@@ -44,6 +44,8 @@ func CheckConfig(cfg *config.Config, out io.Writer) int {
 			u.Bound, th, thFrom, rt, rtFrom, authNote(u.Auth))
 	}
 	_ = tw.Flush()
+	fmt.Fprintln(out)
+	printHostBreakers(cfg, out)
 	if len(cfg.Warnings) > 0 {
 		fmt.Fprintln(out)
 		for _, w := range cfg.Warnings {
@@ -51,6 +53,28 @@ func CheckConfig(cfg *config.Config, out io.Writer) int {
 		}
 	}
 	return ExitOK
+}
+
+// printHostBreakers lists every breaker: one per host of each upstream (the
+// URL host under the upstream's key, each alias under "<key>@<host>"), with
+// its settings and where each came from.
+func printHostBreakers(cfg *config.Config, out io.Writer) {
+	tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "BREAKER\tHOST\tUPSTREAM\tTHRESHOLD\tRESET")
+	seen := map[string]bool{}
+	for _, u := range cfg.Upstreams {
+		for _, h := range u.Hosts {
+			key := u.HostKey(h)
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+			bs := cfg.HostThresholds(key, u)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d (%s)\t%s (%s)\n", key, h, u.Key, bs.FailureThreshold,
+				bs.FailureThresholdFrom, bs.ResetTimeout, bs.ResetTimeoutFrom)
+		}
+	}
+	_ = tw.Flush()
 }
 
 // authNote says whether credentials are configured without showing them.

@@ -19,6 +19,8 @@ func TestCheckConfigTable(t *testing.T) {
 enabled = true
 [circuit_breaker.overrides.maven]
 failure_threshold = 9
+[circuit_breaker.overrides."go@sum.golang.org"]
+reset_timeout = 5
 [registries]
 enable = "maven,go"
 [maven]
@@ -37,7 +39,9 @@ proxies = ["https://a.example/m2", { url = "https://b.example/m2", auth = "reade
 	}
 	got := out.String()
 	for _, want := range []string{"maven:https://a.example/m2", "maven:https://b.example/m2", "1/2", "2/2",
-		`9 (format "maven")`, "30s (global)", "basic (reader)", "go  "} {
+		`9 (format "maven")`, "30s (global)", "basic (reader)", "go  ",
+		// every host's breaker, with where its settings came from
+		"go@sum.golang.org", "sum.golang.org    go", `5s (override "go@sum.golang.org")`} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
 		}

@@ -98,26 +98,46 @@ type BreakerSettings struct {
 // Thresholds returns the breaker settings of a key, each field looked up on
 // its own: the key's override, then the format's, then the global value.
 func (c *Config) Thresholds(key, format string) BreakerSettings {
+	if key == format {
+		return c.lookUp(format) // a per-format key (cargo) is the format itself
+	}
+	return c.lookUp(key, format)
+}
+
+// HostThresholds returns the breaker settings of one of u's hosts by its
+// key: that key's override, then the upstream key's, then the format's,
+// then the global value, each field on its own.
+func (c *Config) HostThresholds(hostKey string, u *Upstream) BreakerSettings {
+	names := []string{hostKey, u.Key, u.Format}
+	if hostKey == u.Key {
+		names = names[1:]
+	}
+	if u.Key == u.Format {
+		names = names[:len(names)-1]
+	}
+	return c.lookUp(names...)
+}
+
+// lookUp resolves each field from the first of names (most specific first)
+// whose override sets it; a name equal to a format is shown as `format`.
+func (c *Config) lookUp(names ...string) BreakerSettings {
 	bs := BreakerSettings{FailureThreshold: c.CircuitBreaker.FailureThreshold, FailureThresholdFrom: "global",
 		ResetTimeout: c.CircuitBreaker.ResetTimeout, ResetTimeoutFrom: "global"}
 	// Walk from least to most specific so the most specific wins.
-	levels := []struct{ name, from string }{
-		{format, "format " + strconv.Quote(format)},
-		{key, "override " + strconv.Quote(key)},
-	}
-	for _, l := range levels {
-		if l.name == format && l.from != levels[0].from {
-			continue // a per-format key (cargo) is the format itself
-		}
-		o, ok := c.CircuitBreaker.Overrides[l.name]
+	for i := len(names) - 1; i >= 0; i-- {
+		o, ok := c.CircuitBreaker.Overrides[names[i]]
 		if !ok {
 			continue
 		}
+		from := "override " + strconv.Quote(names[i])
+		if i == len(names)-1 && isFormat(names[i]) {
+			from = "format " + strconv.Quote(names[i])
+		}
 		if o.FailureThreshold != nil {
-			bs.FailureThreshold, bs.FailureThresholdFrom = *o.FailureThreshold, l.from
+			bs.FailureThreshold, bs.FailureThresholdFrom = *o.FailureThreshold, from
 		}
 		if o.ResetTimeout != nil {
-			bs.ResetTimeout, bs.ResetTimeoutFrom = *o.ResetTimeout, l.from
+			bs.ResetTimeout, bs.ResetTimeoutFrom = *o.ResetTimeout, from
 		}
 	}
 	return bs

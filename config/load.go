@@ -103,6 +103,9 @@ func warnings(cfg *Config, enabled map[string]bool) []string {
 	for _, u := range cfg.Upstreams {
 		keys[u.Key] = true
 		keys[u.Format] = true
+		for _, h := range u.Hosts {
+			keys[u.HostKey(h)] = true
+		}
 	}
 	for _, k := range sortedKeys(cfg.CircuitBreaker.Overrides) {
 		if !keys[k] && !enabled[k] {

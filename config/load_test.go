@@ -2,6 +2,7 @@ package config
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 )
@@ -264,5 +265,67 @@ func TestParseSize(t *testing.T) {
 		if (err == nil) != tc.ok || got != tc.want {
 			t.Errorf("parseSize(%q) = %d, %v; want %d ok=%v", tc.in, got, err, tc.want, tc.ok)
 		}
+	}
+}
+
+// TestHostThresholds: a host's breaker looks its settings up in its own
+// override, then its upstream's, then its format's, then the global value.
+func TestHostThresholds(t *testing.T) {
+	file := `
+[circuit_breaker]
+enabled = true
+failure_threshold = 5
+reset_timeout = 30
+[circuit_breaker.overrides."pypi:https://pypi.org/simple@files.pythonhosted.org"]
+failure_threshold = 20
+[circuit_breaker.overrides."pypi:https://pypi.org/simple"]
+failure_threshold = 2
+reset_timeout = 40
+[circuit_breaker.overrides.pypi]
+reset_timeout = 90
+[circuit_breaker.overrides."cargo@index.crates.io"]
+reset_timeout = 7
+[registries]
+enable = "pypi,cargo"
+[sidecar.aliases]
+cargo = ["mirror.crates.test:8443"]
+`
+	cfg := mustLoad(t, file, nil, Flags{})
+	pypi, cargo := cfg.Chain("pypi")[0], cfg.Chain("cargo")[0]
+	tests := []struct {
+		u             *Upstream
+		host, key     string
+		threshold     int
+		thresholdFrom string
+		reset         time.Duration
+		resetFrom     string
+	}{
+		{pypi, "pypi.org", "pypi:https://pypi.org/simple", 2, `override "pypi:https://pypi.org/simple"`,
+			40 * time.Second, `override "pypi:https://pypi.org/simple"`},
+		{pypi, "files.pythonhosted.org", "pypi:https://pypi.org/simple@files.pythonhosted.org",
+			20, `override "pypi:https://pypi.org/simple@files.pythonhosted.org"`,
+			40 * time.Second, `override "pypi:https://pypi.org/simple"`},
+		{cargo, "crates.io", "cargo", 5, "global", 30 * time.Second, "global"},
+		{cargo, "index.crates.io", "cargo@index.crates.io", 5, "global", 7 * time.Second, `override "cargo@index.crates.io"`},
+		{cargo, "mirror.crates.test:8443", "cargo@mirror.crates.test:8443", 5, "global", 30 * time.Second, "global"},
+	}
+	for _, tc := range tests {
+		key := tc.u.HostKey(tc.host)
+		if key != tc.key {
+			t.Errorf("HostKey(%q) = %q, want %q", tc.host, key, tc.key)
+			continue
+		}
+		bs := cfg.HostThresholds(key, tc.u)
+		if bs.FailureThreshold != tc.threshold || bs.FailureThresholdFrom != tc.thresholdFrom ||
+			bs.ResetTimeout != tc.reset || bs.ResetTimeoutFrom != tc.resetFrom {
+			t.Errorf("HostThresholds(%q) = %+v; want %d %s %v %s", key, bs, tc.threshold, tc.thresholdFrom,
+				tc.reset, tc.resetFrom)
+		}
+	}
+	if !slices.Contains(cargo.Hosts, "mirror.crates.test:8443") {
+		t.Errorf("cargo hosts %q lack the alias that names a port", cargo.Hosts)
+	}
+	if len(cfg.Warnings) != 0 {
+		t.Errorf("host-key overrides warned about: %q", cfg.Warnings)
 	}
 }

@@ -72,8 +72,11 @@ type Upstream struct {
 	// Key is the breaker key: "<format>:<URL>" for docker, pypi, npm, maven;
 	// "<format>" otherwise.
 	Key string
-	// Hosts are the lower-cased host names (no port) that belong to this
-	// upstream: the URL's host first, then built-in and configured aliases.
+	// Hosts are the lower-cased hosts that belong to this upstream: the
+	// URL's host name first (its port is the URL's), then built-in and
+	// configured aliases, each "host" (on the URL scheme's default port) or
+	// "host:port" when the alias names one. Each has its own breaker
+	// (HostKey).
 	Hosts []string
 	// Position is the 0-based index in its format's chain.
 	Position int
@@ -87,6 +90,16 @@ type Upstream struct {
 	ReadTimeout time.Duration
 	// Source says where the upstream came from: "file:<path>", "env:NORA_…" or "default".
 	Source string
+}
+
+// HostKey is the breaker key of one of the upstream's hosts, as written in
+// Hosts: the upstream's own key for its URL host, "<Key>@<host>" for an
+// alias host (docs/behaviour.md §3.1).
+func (u *Upstream) HostKey(host string) string {
+	if len(u.Hosts) > 0 && host == u.Hosts[0] {
+		return u.Key
+	}
+	return u.Key + "@" + host
 }
 
 // Sidecar is the proxy's own [sidecar] table (env NORA_SIDECAR_<KEY>).

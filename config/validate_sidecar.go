@@ -65,8 +65,8 @@ func validateAliases(aliases map[string][]string, at func(string) origin, probs 
 	for k, hosts := range aliases {
 		for i, h := range hosts {
 			hosts[i] = strings.ToLower(strings.TrimSpace(h))
-			if !validHostname(hosts[i]) {
-				probs.add(at("aliases."+k).errorf("alias %q must be a host name without scheme, port or path", h))
+			if !validAllowHost(hosts[i]) {
+				probs.add(at("aliases."+k).errorf("alias %q must be a host name or host:port, without scheme or path", h))
 			}
 		}
 	}

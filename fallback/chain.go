@@ -3,6 +3,7 @@ package fallback
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,6 +38,7 @@ type Options struct {
 // Chain decides classified requests. It is safe for concurrent use.
 type Chain struct {
 	o           Options
+	realms      realms
 	fallbacks   *prometheus.CounterVec
 	staleServed *prometheus.CounterVec
 }
@@ -49,6 +51,9 @@ type Settings struct {
 	Transport http.RoundTripper
 	// StaleMode is stale_authenticated: off, isolate or share.
 	StaleMode string
+	// KeyOf returns the breaker key of the host a URL goes to, or "" when
+	// it is no upstream's (used to find a docker token realm's breaker).
+	KeyOf func(*url.URL) string
 }
 
 // Request is one classified client request.
@@ -56,10 +61,13 @@ type Request struct {
 	// Client is the request as it goes to the addressed upstream (hop-by-hop
 	// headers removed, Via added). Its context is the client's.
 	Client *http.Request
-	// Addressed is the upstream the client addressed; Rel the escaped path
-	// below its URL; Candidates the upstreams that may be asked instead, in
-	// order (none for alias requests, bound or single upstreams).
+	// Addressed is the upstream the client addressed and HostKey the
+	// breaker key of the host the request goes to (Addressed.Key for its URL
+	// host, "<key>@<host>" for an alias host); Rel the escaped path below
+	// its URL; Candidates the upstreams that may be asked instead, in order
+	// (none for alias requests, bound or single upstreams).
 	Addressed  *config.Upstream
+	HostKey    string
 	Rel        string
 	Candidates []*config.Upstream
 	Settings   Settings
@@ -101,12 +109,15 @@ func New(o Options) (*Chain, error) {
 // candidates, then a stale copy, then the terminal answer. Each pass asks
 // one upstream; a pass that produces the client's answer ends the loop.
 func (c *Chain) Serve(r Request) Result {
+	if r.HostKey == "" {
+		r.HostKey = r.Addressed.Key
+	}
 	s := &search{c: c, r: r}
 	for i, u := range s.upstreams() {
 		if i > 0 && !s.mayGoOn() {
 			break
 		}
-		ticket, admitted := s.admit(u)
+		ticket, admitted := s.admit(i, u)
 		if !admitted {
 			if i == 0 && !substitutable(r.Client.Method) {
 				return Result{Resp: s.unavailable(), Kind: answer.Synthesized503}

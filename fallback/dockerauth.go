@@ -16,6 +16,9 @@ import (
 	"time"
 
 	"golang.org/x/sync/singleflight"
+
+	"github.com/nora-breaker/nora-breaker/attempt"
+	"github.com/nora-breaker/nora-breaker/breakerstate"
 )
 
 // errBadRealm reports a token realm we refuse to contact: not http(s), or an
@@ -53,6 +56,10 @@ type TokenOptions struct {
 	Now func() time.Time
 	// MaxEntries bounds the token cache.
 	MaxEntries int
+	// Breakers, when set, admit and judge each fetch from a realm whose host
+	// has a breaker (Token's realmKey): a dead realm is skipped once its
+	// breaker opens instead of costing every fallback request a timeout.
+	Breakers *breakerstate.Set
 }
 
 // TokenSource fetches docker registry bearer tokens for substituted
@@ -60,6 +67,7 @@ type TokenOptions struct {
 // shortly before they expire. It is safe for concurrent use. It never logs.
 type TokenSource struct {
 	client     *http.Client
+	breakers   *breakerstate.Set
 	now        func() time.Time
 	maxEntries int
 	group      singleflight.Group
@@ -85,7 +93,8 @@ type tokenAnswer struct {
 
 // NewTokenSource returns a TokenSource configured by o.
 func NewTokenSource(o TokenOptions) *TokenSource {
-	ts := &TokenSource{client: o.Client, now: o.Now, maxEntries: o.MaxEntries, cache: map[string]tokenEntry{}}
+	ts := &TokenSource{client: o.Client, breakers: o.Breakers, now: o.Now, maxEntries: o.MaxEntries,
+		cache: map[string]tokenEntry{}}
 	if ts.client == nil {
 		ts.client = &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: tokenFetchTimeout}
 	}
@@ -101,9 +110,12 @@ func NewTokenSource(o TokenOptions) *TokenSource {
 // Token returns a bearer token for upstreamKey answering ch, from the cache
 // while it is fresh, else fetched from ch.Realm through rt (nil: the
 // TokenSource's own client) with Basic credentials auth ("user:pass") when
-// auth is not empty. Concurrent misses for the same key share one fetch;
-// failures are not cached.
-func (ts *TokenSource) Token(ctx context.Context, rt http.RoundTripper, upstreamKey, auth string, ch Challenge) (string, error) {
+// auth is not empty. realmKey, when not "", is the breaker key of the
+// realm's host: it admits the fetch and learns its outcome. Concurrent misses
+// for the same key share one fetch (and one report); failures are not
+// cached.
+func (ts *TokenSource) Token(ctx context.Context, rt http.RoundTripper, upstreamKey, auth string, ch Challenge,
+	realmKey string) (string, error) {
 	realm, err := checkRealm(ch.Realm)
 	if err != nil {
 		return "", fmt.Errorf("upstream %s: %w", upstreamKey, err)
@@ -122,8 +134,13 @@ func (ts *TokenSource) Token(ctx context.Context, rt http.RoundTripper, upstream
 		// sharing this fetch; tokenFetchTimeout still bounds it.
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tokenFetchTimeout)
 		defer cancel()
+		ticket, err := ts.admitRealm(realmKey)
+		if err != nil {
+			return "", err
+		}
 		start := ts.now()
 		tok, life, err := ts.fetch(fctx, rt, realm, auth, ch)
+		ticket.Done(realmVerdict(err))
 		if err != nil {
 			return "", err
 		}
@@ -139,6 +156,43 @@ func (ts *TokenSource) Token(ctx context.Context, rt http.RoundTripper, upstream
 	case <-ctx.Done():
 		return "", fmt.Errorf("upstream %s: token: %w", upstreamKey, ctx.Err())
 	}
+}
+
+// admitRealm asks the realm host's breaker, if there is one, to admit a
+// fetch.
+func (ts *TokenSource) admitRealm(realmKey string) (breakerstate.Ticket, error) {
+	if ts.breakers == nil || realmKey == "" {
+		return breakerstate.Ticket{}, nil
+	}
+	t, err := ts.breakers.Admit(realmKey)
+	if err != nil {
+		return t, fmt.Errorf("token realm %s: %w", realmKey, err)
+	}
+	return t, nil
+}
+
+// realmStatusError is a realm's answer other than 200.
+type realmStatusError struct {
+	realm  string
+	status int
+}
+
+func (e *realmStatusError) Error() string {
+	return fmt.Sprintf("token realm %s answered %d", e.realm, e.status)
+}
+
+// realmVerdict judges one token fetch for the realm host's breaker, by the
+// same rules as any attempt: the realm refusing the credentials is alive, a
+// 5xx or a transport error is a failure.
+func realmVerdict(err error) breakerstate.Outcome {
+	var se *realmStatusError
+	switch {
+	case err == nil:
+		return breakerstate.Success
+	case errors.As(err, &se):
+		return attempt.Decide(&http.Response{StatusCode: se.status}, nil, nil)
+	}
+	return attempt.Decide(nil, err, nil)
 }
 
 // Invalidate drops the cached token for (upstreamKey, ch), whatever
@@ -212,7 +266,7 @@ func (ts *TokenSource) fetch(ctx context.Context, rt http.RoundTripper, realm *u
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return "", 0, fmt.Errorf("token realm %s answered %d", redactedRealm(realm), resp.StatusCode)
+		return "", 0, &realmStatusError{realm: redactedRealm(realm), status: resp.StatusCode}
 	}
 	var ans tokenAnswer
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxTokenBody)).Decode(&ans); err != nil {

@@ -80,7 +80,7 @@ func (rs *realmServer) challenge(scopes ...string) Challenge {
 
 func mustToken(t *testing.T, ts *TokenSource, key, auth string, ch Challenge) string {
 	t.Helper()
-	tok, err := ts.Token(context.Background(), nil, key, auth, ch)
+	tok, err := ts.Token(context.Background(), nil, key, auth, ch, "")
 	if err != nil {
 		t.Fatalf("Token: %v", err)
 	}
@@ -174,7 +174,7 @@ func TestTokenEmptyAnswerIsError(t *testing.T) {
 	rs := newRealmServer(t)
 	rs.set(http.StatusOK, map[string]any{"token": ""})
 	ts := NewTokenSource(TokenOptions{Client: rs.srv.Client(), Now: newFakeClock().Now})
-	if _, err := ts.Token(context.Background(), nil, "k", "", rs.challenge()); err == nil {
+	if _, err := ts.Token(context.Background(), nil, "k", "", rs.challenge(), ""); err == nil {
 		t.Fatal("answer without a token was accepted")
 	}
 }
@@ -245,7 +245,7 @@ func TestTokenBadRealm(t *testing.T) {
 	ts := NewTokenSource(TokenOptions{Client: &http.Client{Transport: failTransport{t}}, Now: newFakeClock().Now})
 	for _, realm := range realms {
 		t.Run(realm, func(t *testing.T) {
-			_, err := ts.Token(context.Background(), nil, "k", "u:p", Challenge{Scheme: "bearer", Realm: realm})
+			_, err := ts.Token(context.Background(), nil, "k", "u:p", Challenge{Scheme: "bearer", Realm: realm}, "")
 			if !errors.Is(err, errBadRealm) {
 				t.Errorf("err = %v, want errBadRealm", err)
 			}
@@ -257,7 +257,7 @@ func TestTokenRedirectToLinkLocalRefused(t *testing.T) {
 	srv := httptest.NewServer(http.RedirectHandler("http://169.254.169.254/latest/meta-data/", http.StatusFound))
 	t.Cleanup(srv.Close)
 	ts := NewTokenSource(TokenOptions{Client: srv.Client(), Now: newFakeClock().Now})
-	_, err := ts.Token(context.Background(), nil, "k", "", Challenge{Scheme: "bearer", Realm: srv.URL + "/token"})
+	_, err := ts.Token(context.Background(), nil, "k", "", Challenge{Scheme: "bearer", Realm: srv.URL + "/token"}, "")
 	if !errors.Is(err, errBadRealm) {
 		t.Errorf("err = %v, want errBadRealm", err)
 	}
@@ -280,7 +280,7 @@ func TestTokenConcurrentMissesShareOneFetch(t *testing.T) {
 	for i := range callers {
 		wg.Go(func() {
 			arrived.Done()
-			tokens[i], errs[i] = ts.Token(context.Background(), nil, "k", "", ch)
+			tokens[i], errs[i] = ts.Token(context.Background(), nil, "k", "", ch, "")
 		})
 	}
 	wg.Wait()
@@ -299,7 +299,7 @@ func TestTokenErrorsAreNotCached(t *testing.T) {
 	rs.set(http.StatusInternalServerError, nil)
 	ts := NewTokenSource(TokenOptions{Client: rs.srv.Client(), Now: newFakeClock().Now})
 	ch := rs.challenge("repository:a:pull")
-	_, err := ts.Token(context.Background(), nil, "k", "", ch)
+	_, err := ts.Token(context.Background(), nil, "k", "", ch, "")
 	if err == nil || !strings.Contains(err.Error(), "500") {
 		t.Fatalf("err = %v, want an error naming status 500", err)
 	}
@@ -348,7 +348,7 @@ func TestTokenCanceledCaller(t *testing.T) {
 	ts := NewTokenSource(TokenOptions{Client: rs.srv.Client(), Now: newFakeClock().Now})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := ts.Token(ctx, nil, "k", "", rs.challenge()); !errors.Is(err, context.Canceled) {
+	if _, err := ts.Token(ctx, nil, "k", "", rs.challenge(), ""); !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want context.Canceled", err)
 	}
 	if h := rs.hits.Load(); h != 0 {

@@ -61,14 +61,30 @@ func (s *search) mayGoOn() bool {
 	return now.Before(s.deadline)
 }
 
-// admit asks u's breaker whether u may be asked.
-func (s *search) admit(u *config.Upstream) (breakerstate.Ticket, bool) {
-	t, err := s.c.o.Breakers.Admit(u.Key)
+// admit asks whether u, the i-th upstream of the loop, may be asked: the
+// breaker of the host the attempt goes to decides (the addressed request's
+// own host, a candidate's URL host).
+func (s *search) admit(i int, u *config.Upstream) (breakerstate.Ticket, bool) {
+	key := s.keyOf(i, u)
+	if rk := s.c.realms.of(u); key == u.Key && rk != "" && s.c.o.Breakers.Refusing(rk) {
+		// Its clients cannot get a token: treat the registry as refused.
+		s.skipped = append(s.skipped, rk)
+		return breakerstate.Ticket{}, false
+	}
+	t, err := s.c.o.Breakers.Admit(key)
 	if err != nil {
-		s.skipped = append(s.skipped, u.Key)
+		s.skipped = append(s.skipped, key)
 		return t, false
 	}
 	return t, true
+}
+
+// keyOf is the breaker key the i-th attempt is admitted and measured by.
+func (s *search) keyOf(i int, u *config.Upstream) string {
+	if i == 0 {
+		return s.r.HostKey
+	}
+	return u.Key
 }
 
 // ask makes the attempt at u, the i-th upstream of the loop, and reports
@@ -85,26 +101,32 @@ func (s *search) ask(i int, u *config.Upstream, t breakerstate.Ticket) (Result, 
 // answers is the client's answer, except that a GET or HEAD that failed
 // (transport error, 5xx) goes on to the candidates.
 func (s *search) askAddressed(u *config.Upstream, t breakerstate.Ticket) (Result, bool) {
-	req := s.r.Client
-	resp, err := s.c.o.Sender.Send(s.r.Settings.Transport, req, targetOf(u), t)
+	req, key := s.r.Client, s.r.HostKey
+	target := targetOf(u)
+	target.Key = key
+	resp, err := s.c.o.Sender.Send(s.r.Settings.Transport, req, target, t)
 	switch {
 	case err != nil && req.Context().Err() != nil:
-		return s.result(answer.ForError(req, u.Format, u.Key, errClientGone), answer.Error, ""), true
+		return s.result(answer.ForError(req, u.Format, key, errClientGone), answer.Error, ""), true
 	case errors.Is(err, attempt.ErrClientRequest):
-		return s.result(answer.ForError(req, u.Format, u.Key, err), answer.BadRequest, ""), true
+		return s.result(answer.ForError(req, u.Format, key, err), answer.BadRequest, ""), true
 	case errors.Is(err, attempt.ErrForbiddenDestination):
-		return s.result(answer.ForError(req, u.Format, u.Key, err), answer.Denied, ""), true
+		return s.result(answer.ForError(req, u.Format, key, err), answer.Denied, ""), true
 	case err != nil && !substitutable(req.Method):
-		return s.result(answer.ForError(req, u.Format, u.Key, err), answer.Error, ""), true
+		return s.result(answer.ForError(req, u.Format, key, err), answer.Error, ""), true
 	case err != nil:
 		s.cause = err
 		return Result{}, false
 	case resp.StatusCode >= 500 && substitutable(req.Method):
 		s.replay = keepFailure(resp)
 		return Result{}, false
+	case resp.StatusCode == http.StatusUnauthorized && key == u.Key:
+		if ch, ok := bearerChallenge(resp.Header); ok {
+			s.c.realms.learn(u, ch.Realm, s.r.Settings.KeyOf)
+		}
 	}
 	s.keepStale(resp)
-	return s.result(resp, answer.Forwarded, u.Key), true
+	return s.result(resp, answer.Forwarded, key), true
 }
 
 // askCandidate sends the request rewritten for candidate u. The first
@@ -118,7 +140,7 @@ func (s *search) askCandidate(u *config.Upstream, t breakerstate.Ticket) (Result
 	}
 	switch {
 	case resp.StatusCode < 400:
-		s.c.fallbacks.WithLabelValues(s.r.Addressed.Key, u.Key).Inc()
+		s.c.fallbacks.WithLabelValues(s.r.HostKey, u.Key).Inc()
 		resp = s.c.present(s.r, u, resp)
 		// The client addressed this URL: the next outage of the whole chain
 		// should still find the artifact under it.
@@ -144,10 +166,11 @@ func (s *search) sendCandidate(cand *config.Upstream, t breakerstate.Ticket) (*h
 	if !ok {
 		return resp, nil
 	}
+	s.c.realms.learn(cand, ch.Realm, s.r.Settings.KeyOf)
 	if len(ch.Scopes) == 0 {
 		ch.Scopes = dockerScope(s.r.Rel)
 	}
-	token, terr := s.c.o.Tokens.Token(s.r.Client.Context(), rt, cand.Key, cand.Auth, ch)
+	token, terr := s.c.o.Tokens.Token(s.r.Client.Context(), rt, cand.Key, cand.Auth, ch, s.c.realms.of(cand))
 	if terr != nil {
 		return resp, nil // the 401 stands; the loop moves on
 	}
@@ -183,35 +206,37 @@ func (s *search) candidateTarget(cand *config.Upstream) attempt.Target {
 // another upstream's 404 where that is the truth, else the addressed
 // upstream's own failure, else the proxy's 503.
 func (s *search) exhausted() Result {
-	req, u := s.r.Client, s.r.Addressed
+	req, format, key := s.r.Client, s.r.Addressed.Format, s.r.HostKey
 	if res, ok := s.staleCopy(); ok {
 		return res
 	}
 	switch {
-	case s.saw404 && notFoundIsTruth(u.Format):
-		return s.result(answer.NotFound(req, u.Format, u.Key), answer.Synthesized404, "")
+	case s.saw404 && notFoundIsTruth(format):
+		return s.result(answer.NotFound(req, format, key), answer.Synthesized404, "")
 	case s.replay != nil:
-		return s.result(s.replay(req), answer.Forwarded, u.Key)
+		return s.result(s.replay(req), answer.Forwarded, key)
 	case s.cause != nil:
-		return s.result(answer.ForError(req, u.Format, u.Key, s.cause), answer.Error, "")
+		return s.result(answer.ForError(req, format, key, s.cause), answer.Error, "")
 	}
 	return s.result(s.unavailable(), answer.Synthesized503, "")
 }
 
-// unavailable builds the synthesized 503 with Retry-After = the smallest
-// remaining open time of the skipped upstreams.
+// unavailable builds the synthesized 503: the state of the first breaker
+// that refused, and Retry-After = the smallest remaining open time of the
+// breakers that refused.
 func (s *search) unavailable() *http.Response {
-	u := s.r.Addressed
-	state, wait, _ := s.c.o.Breakers.RetryAfter(u.Key)
-	for _, k := range s.skipped {
-		if k == u.Key {
-			continue
-		}
-		if _, d, ok := s.c.o.Breakers.RetryAfter(k); ok && d < wait {
+	state, wait := breakerstate.Closed, time.Duration(0)
+	for i, k := range s.skipped {
+		st, d, ok := s.c.o.Breakers.RetryAfter(k)
+		switch {
+		case !ok:
+		case i == 0:
+			state, wait = st, d
+		case d < wait:
 			wait = d
 		}
 	}
-	return answer.Unavailable(s.r.Client, u.Format, u.Key, state.String(), wait)
+	return answer.Unavailable(s.r.Client, s.r.Addressed.Format, s.r.HostKey, state.String(), wait)
 }
 
 // staleCopy looks up a stale copy of the client's request.
@@ -228,7 +253,7 @@ func (s *search) staleCopy() (Result, bool) {
 	if !ok {
 		return Result{}, false
 	}
-	s.c.staleServed.WithLabelValues(s.r.Addressed.Key).Inc()
+	s.c.staleServed.WithLabelValues(s.r.HostKey).Inc()
 	return s.result(e.Response(s.r.Client, s.c.o.Now()), answer.Stale, ""), true
 }
 

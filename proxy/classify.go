@@ -22,6 +22,16 @@ type route struct {
 	// https://repo/maven2/x/y addressed to https://repo/maven2). It is only
 	// meaningful when Alias is false.
 	Rel string
+	// Key is the breaker key of the host the request goes to: the
+	// upstream's key for its URL host, "<key>@<host>" for an alias host
+	// (docs/behaviour.md §3.1).
+	Key string
+}
+
+// hostRoute is one host:port an upstream owns, with its breaker key.
+type hostRoute struct {
+	upstream *config.Upstream
+	key      string
 }
 
 // Classified reports whether the request belongs to a configured upstream.
@@ -34,9 +44,10 @@ type upstreamTable struct {
 	// that origin, longest path first, so the first boundary match is the
 	// longest configured prefix.
 	byAuthority map[string][]*config.Upstream
-	// byHost maps a lower-cased host name (URL host or alias) to the first
+	// byHost maps "host:port" (lower-cased; the URL's port, or for an alias
+	// the port it names, else its upstream scheme's default) to the first
 	// upstream in config order that claims it.
-	byHost map[string]*config.Upstream
+	byHost map[string]hostRoute
 	// chains holds each format's upstreams in config order.
 	chains map[string][]*config.Upstream
 }
@@ -46,16 +57,16 @@ type upstreamTable struct {
 func newTable(ups []*config.Upstream) *upstreamTable {
 	t := &upstreamTable{
 		byAuthority: make(map[string][]*config.Upstream),
-		byHost:      make(map[string]*config.Upstream),
+		byHost:      make(map[string]hostRoute),
 		chains:      make(map[string][]*config.Upstream),
 	}
 	for _, u := range ups {
 		o := origin(u.URL.Scheme, u.URL.Hostname(), u.URL.Port())
 		t.byAuthority[o] = append(t.byAuthority[o], u)
 		for _, h := range u.Hosts {
-			h = strings.ToLower(h)
-			if _, taken := t.byHost[h]; !taken {
-				t.byHost[h] = u
+			hp := hostPortOf(u, h)
+			if _, taken := t.byHost[hp]; !taken {
+				t.byHost[hp] = hostRoute{upstream: u, key: u.HostKey(h)}
 			}
 		}
 		t.chains[u.Format] = append(t.chains[u.Format], u)
@@ -80,19 +91,41 @@ func (t *upstreamTable) Classify(u *url.URL) route {
 	for _, up := range t.byAuthority[origin(scheme, host, u.Port())] {
 		base := up.URL.EscapedPath()
 		if rel, ok := underPath(path, base); ok {
-			return route{Upstream: up, Rel: rel}
+			return route{Upstream: up, Rel: rel, Key: up.Key}
 		}
 	}
-	if up := t.byHost[host]; up != nil {
-		return route{Upstream: up, Alias: true}
+	_, port := hostPort(u)
+	return t.hostRoute(host, port)
+}
+
+// hostRoute is the alias route of host:port, or the zero route.
+func (t *upstreamTable) hostRoute(host, port string) route {
+	if hr, ok := t.byHost[net.JoinHostPort(strings.ToLower(host), port)]; ok {
+		return route{Upstream: hr.upstream, Alias: true, Key: hr.key}
 	}
 	return route{}
 }
 
-// HostUpstream returns the first upstream (config order) that claims host, or
-// nil. Used for CONNECT, where only the host is visible.
-func (t *upstreamTable) HostUpstream(host string) *config.Upstream {
-	return t.byHost[strings.ToLower(host)]
+// HostUpstream returns the route of the first upstream (config order) that
+// claims host:port, or the zero route. Used for CONNECT, where only the host
+// is visible.
+func (t *upstreamTable) HostUpstream(host, port string) route {
+	return t.hostRoute(host, port)
+}
+
+// hostPortOf is "host:port" of one of u's hosts: its URL's port for the URL
+// host, the port an alias names, else the default port of u's scheme.
+func hostPortOf(u *config.Upstream, h string) string {
+	h = strings.ToLower(h)
+	if h == u.Hosts[0] {
+		_, port := hostPort(u.URL)
+		return net.JoinHostPort(h, port)
+	}
+	if host, port, err := net.SplitHostPort(h); err == nil {
+		return net.JoinHostPort(host, port)
+	}
+	_, port := hostPort(&url.URL{Scheme: u.URL.Scheme, Host: h})
+	return net.JoinHostPort(strings.Trim(h, "[]"), port)
 }
 
 // Candidates returns the upstreams that may be asked instead of the one m

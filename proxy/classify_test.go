@@ -63,10 +63,14 @@ func TestClassify(t *testing.T) {
 		{"no match inside a segment", "https://repo.example.com/maven2x/a.jar", m2, true, ""},
 		{"host case-insensitive", "https://REPO.example.COM/maven2/a.jar", m2, false, "/a.jar"},
 		{"default https port normalised", "https://repo.example.com:443/maven2/a.jar", m2, false, "/a.jar"},
-		{"default http port normalised", "http://registry-1.docker.io:80/v2/", hub, true, ""},
-		{"scheme must match", "http://repo.example.com/maven2/a.jar", m2, true, ""},
+		{"default http port normalised", "http://other.example:8080/m2/", m2oth, false, "/"},
+		// Another port of an upstream's host is not that upstream's: http://
+		// is port 80, the upstream's https:// port 443.
+		{"another port of the host", "http://registry-1.docker.io:80/v2/", "", false, ""},
+		{"scheme (so port) must match", "http://repo.example.com/maven2/a.jar", "", false, ""},
 		{"explicit port must match", "http://other.example:8080/m2/x.pom", m2oth, false, "/x.pom"},
-		{"other port is only a host match", "http://other.example/m2/x.pom", m2oth, true, ""},
+		{"the host on its default port is not the upstream on 8080", "http://other.example/m2/x.pom", "", false, ""},
+		{"same host and port outside the path", "http://other.example:8080/elsewhere", m2oth, true, ""},
 		{"root upstream", "https://registry-1.docker.io/v2/library/alpine/manifests/3", hub, false,
 			"/v2/library/alpine/manifests/3"},
 		{"built-in alias", "https://files.pythonhosted.org/packages/a/b/c.whl", pypi, true, ""},
@@ -119,7 +123,7 @@ func TestHostUpstream(t *testing.T) {
 		{"example.net", ""},
 	}
 	for _, tc := range tests {
-		if got := keyOf(tab.HostUpstream(tc.host)); (tc.key == "" && got != "<nil>") || (tc.key != "" && got != tc.key) {
+		if got := keyOf(tab.HostUpstream(tc.host, "443").Upstream); (tc.key == "" && got != "<nil>") || (tc.key != "" && got != tc.key) {
 			t.Errorf("HostUpstream(%q) = %s, want %q", tc.host, got, tc.key)
 		}
 	}
@@ -173,7 +177,7 @@ func FuzzClassify(f *testing.F) {
 		}
 		m := tab.Classify(u)
 		_ = tab.Candidates(m)
-		_ = tab.HostUpstream(u.Hostname())
+		_ = tab.HostUpstream(u.Hostname(), u.Port())
 		if !m.Classified() || m.Alias {
 			return
 		}

@@ -39,8 +39,9 @@ func (p *Proxy) onConnect(hostport string, ctx *goproxy.ProxyCtx) (action *gopro
 	}
 	host = strings.ToLower(host)
 	snap := p.state.Load()
-	up := snap.table.HostUpstream(host)
-	rec.route = route{Upstream: up, Alias: true}
+	rt := snap.table.HostUpstream(host, port)
+	rec.route = rt
+	up := rt.Upstream
 	if why := connectRefusal(snap, up, host, port); why != "" {
 		return p.rejectConnect(ctx, rec, answer.Denied, answer.Refused(ctx.Req, http.StatusForbidden, why))
 	}
@@ -53,7 +54,7 @@ func (p *Proxy) onConnect(hostport string, ctx *goproxy.ProxyCtx) (action *gopro
 	}
 	return &goproxy.ConnectAction{Action: goproxy.ConnectHijack,
 		Hijack: func(req *http.Request, client net.Conn, _ *goproxy.ProxyCtx) {
-			p.serveTunnel(req, client, snap, up, hostport, rec)
+			p.serveTunnel(req, client, snap, rt, hostport, rec)
 		}}, hostport
 }
 
@@ -72,19 +73,19 @@ func connectRefusal(snap *snapshot, up *config.Upstream, host, port string) stri
 }
 
 // serveTunnel runs an accepted blind tunnel on the hijacked client
-// connection: for an upstream host its breaker decides and learns the dial's
-// outcome; the CONNECT is answered with 503, 403, 502 or 200, and after a
-// 200 bytes are relayed both ways until both sides are done.
-func (p *Proxy) serveTunnel(req *http.Request, client net.Conn, snap *snapshot, up *config.Upstream,
+// connection: for an upstream host its host's breaker decides and learns the
+// dial's outcome; the CONNECT is answered with 503, 403, 502 or 200, and
+// after a 200 bytes are relayed both ways until both sides are done.
+func (p *Proxy) serveTunnel(req *http.Request, client net.Conn, snap *snapshot, rt route,
 	hostport string, rec *record) {
 	defer client.Close()
 	ticket := breakerstate.Ticket{}
-	if up != nil {
-		t, err := p.breakers.Admit(up.Key)
+	if rt.Classified() {
+		t, err := p.breakers.Admit(rt.Key)
 		if err != nil {
-			state, wait, _ := p.breakers.RetryAfter(up.Key)
+			state, wait, _ := p.breakers.RetryAfter(rt.Key)
 			p.answerConnect(client, rec, answer.Synthesized503,
-				answer.Unavailable(req, "", up.Key, state.String(), wait))
+				answer.Unavailable(req, "", rt.Key, state.String(), wait))
 			return
 		}
 		ticket = t
@@ -98,8 +99,8 @@ func (p *Proxy) serveTunnel(req *http.Request, client net.Conn, snap *snapshot, 
 	if err != nil {
 		ticket.Done(attempt.Decide(nil, err, req.Context()))
 		key := hostport
-		if up != nil {
-			key = up.Key
+		if rt.Classified() {
+			key = rt.Key
 		}
 		p.answerConnect(client, rec, answer.Error, answer.ForError(req, "", key, err))
 		return

@@ -101,20 +101,24 @@ func New(cfg *config.Config, deps Deps) (*Proxy, error) {
 	return p, nil
 }
 
-// keySettings resolves each configured breaker key's threshold and reset
-// timeout (override key → format → global), in config order.
+// keySettings resolves the settings of every breaker key, in config
+// order: each upstream's key (override key → format → global), then a key
+// per alias host of it (host key → upstream key → format → global).
 func keySettings(cfg *config.Config) []breakerstate.KeySettings {
 	seen := make(map[string]bool)
 	var out []breakerstate.KeySettings
 	for _, u := range cfg.Upstreams {
-		if seen[u.Key] {
-			continue // per-format keys are shared by several upstreams
+		for _, h := range u.Hosts {
+			key := u.HostKey(h)
+			if seen[key] {
+				continue // per-format keys are shared by several upstreams
+			}
+			seen[key] = true
+			th := cfg.HostThresholds(key, u)
+			out = append(out, breakerstate.KeySettings{Key: key, Format: u.Format,
+				FailureThreshold: th.FailureThreshold, ResetTimeout: th.ResetTimeout,
+				ThresholdSource: th.FailureThresholdFrom, ResetTimeoutSource: th.ResetTimeoutFrom})
 		}
-		seen[u.Key] = true
-		th := cfg.Thresholds(u.Key, u.Format)
-		out = append(out, breakerstate.KeySettings{Key: u.Key, Format: u.Format,
-			FailureThreshold: th.FailureThreshold, ResetTimeout: th.ResetTimeout,
-			ThresholdSource: th.FailureThresholdFrom, ResetTimeoutSource: th.ResetTimeoutFrom})
 	}
 	return out
 }
@@ -135,7 +139,7 @@ func (p *Proxy) buildFallback(cfg *config.Config) error {
 	// The token client's transport is only a default: every fetch goes
 	// through the requesting snapshot's transport.
 	tokens := fallback.NewTokenSource(fallback.TokenOptions{Client: &http.Client{
-		Transport: p.state.Load().transport, Timeout: 30 * time.Second}, Now: p.now})
+		Transport: p.state.Load().transport, Timeout: 30 * time.Second}, Now: p.now, Breakers: p.breakers})
 	p.chain, err = fallback.New(fallback.Options{Breakers: p.breakers, Sender: sender, Tokens: tokens,
 		Stale: p.stale, Now: p.now, Registerer: p.deps.Registry, Logger: p.log})
 	return err

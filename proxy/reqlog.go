@@ -59,12 +59,7 @@ func (r *record) format() string {
 	return r.route.Upstream.Format
 }
 
-func (r *record) key() string {
-	if r.route.Upstream == nil {
-		return ""
-	}
-	return r.route.Upstream.Key
-}
+func (r *record) key() string { return r.route.Key }
 
 // finish prepares the client's answer and arranges for the request's log
 // line and metrics once its body has been sent.

@@ -3,6 +3,7 @@ package proxy
 import (
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/nora-breaker/nora-breaker/config"
@@ -66,5 +67,6 @@ func (s *snapshot) hostAllowed(host, port string) bool {
 
 // fallbackSettings are the settings the fallback loop decides under.
 func (s *snapshot) fallbackSettings() fallback.Settings {
-	return fallback.Settings{Transport: s.transport, StaleMode: s.cfg.Sidecar.StaleAuthenticated}
+	return fallback.Settings{Transport: s.transport, StaleMode: s.cfg.Sidecar.StaleAuthenticated,
+		KeyOf: func(u *url.URL) string { return s.table.Classify(u).Key }}
 }
