@@ -21,6 +21,7 @@ func (p *Proxy) AdminHandler() http.Handler {
 	mux.HandleFunc("GET /health", p.handleHealth)
 	mux.HandleFunc("GET /ready", p.handleReady)
 	mux.HandleFunc("GET /breakers", p.handleBreakers)
+	mux.HandleFunc("GET /breakers/history", p.handleHistory)
 	mux.HandleFunc("POST /breakers/force", p.handleForce)
 	return p.requireAdminToken(mux)
 }

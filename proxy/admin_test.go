@@ -209,7 +209,7 @@ func TestAdminBreakersAndForce(t *testing.T) {
 	if rc := cli.Status(context.Background(), cli.StatusOptions{Admin: tp.AdminURL, Token: "s3cret-admin"}, &out, &errOut); rc != 0 {
 		t.Fatalf("cli.Status = %d: %s", rc, errOut.String())
 	}
-	for _, want := range []string{"KEY", "FORCED", key, "npm:" + up.URL + "/npm", "open"} {
+	for _, want := range []string{"KEY", "FORCED", key, "npm:" + up.URL + "/npm", "open", "LAST TRANSITIONS", "forced"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("status table lacks %q:\n%s", want, out.String())
 		}

@@ -17,6 +17,7 @@ var adminRoutes = []struct {
 	{"GET", "/health", true, 200},
 	{"GET", "/ready", true, 200},
 	{"GET", "/breakers", false, 200},
+	{"GET", "/breakers/history", false, 200},
 	{"POST", "/breakers/force?key=npm:nope&state=open", false, 404},
 	{"GET", "/no-such-page", false, 404},
 }
