@@ -23,6 +23,7 @@ func (p *Proxy) AdminHandler() http.Handler {
 	mux.HandleFunc("GET /breakers", p.handleBreakers)
 	mux.HandleFunc("GET /breakers/history", p.handleHistory)
 	mux.HandleFunc("POST /breakers/force", p.handleForce)
+	mux.HandleFunc("GET /{$}", p.handleStatusPage)
 	return p.requireAdminToken(mux)
 }
 
