@@ -16,6 +16,7 @@ var adminRoutes = []struct {
 	{"GET", "/metrics", true, 200},
 	{"GET", "/health", true, 200},
 	{"GET", "/ready", true, 200},
+	{"GET", "/", false, 200},
 	{"GET", "/breakers", false, 200},
 	{"GET", "/breakers/history", false, 200},
 	{"POST", "/breakers/force?key=npm:nope&state=open", false, 404},
