@@ -11,10 +11,7 @@ helm="$root/.tools/helm"
 chart=charts/nora-breaker
 . scripts/lib.sh
 
-if [ ! -x "$helm" ]; then
-  echo "== install helm v3.22.0 (a few minutes the first time)"
-  GOBIN="$root/.tools" retry 900 go install helm.sh/helm/v3/cmd/helm@v3.22.0
-fi
+install_helm "$root/.tools"
 "$helm" version --short
 
 for values in "$chart"/ci/*.yaml; do
