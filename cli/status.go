@@ -45,7 +45,7 @@ type StatusOptions struct {
 	// Admin is the admin listener's base URL, e.g. http://127.0.0.1:9128.
 	Admin string
 	// Token is sent as "Authorization: Bearer <Token>" when not empty
-	// (SPEC §2.2 admin_token); see AdminToken for where it comes from.
+	// (docs/behaviour.md §2.2 admin_token); see AdminToken for where it comes from.
 	Token string
 	// Watch redraws the screen on every tick until ctx ends.
 	Watch bool

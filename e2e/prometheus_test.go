@@ -247,7 +247,7 @@ func TestPrometheusSeesTheOutage(t *testing.T) {
 	a := &flapUpstream{}
 	frontA := newFront(t, "maven-a", "", a, nil)
 	// B has the shared artifacts only: for anything else it says 404, and
-	// a stale copy from A beats that (SPEC §5.4).
+	// a stale copy from A beats that (docs/behaviour.md §5.4).
 	frontB := newFront(t, "maven-b", "", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !strings.Contains(r.URL.Path, "/shared/") {
 			http.NotFound(w, r)

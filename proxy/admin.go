@@ -43,11 +43,11 @@ type breakerView struct {
 	Forced             string   `json:"forced"`
 	// Host is the host whose requests this breaker admits; Upstream is the
 	// breaker key of the upstream that host belongs to (equal to Key for the
-	// upstream's URL host, SPEC §3 "Every host has its own breaker").
+	// upstream's URL host, docs/behaviour.md §3.1).
 	Host     string `json:"host"`
 	Upstream string `json:"upstream"`
 	// Throttled is true while the host is skipped after a 429, for
-	// ThrottledSeconds more seconds (SPEC §5.6); it is not a breaker state.
+	// ThrottledSeconds more seconds (docs/behaviour.md §5.6); it is not a breaker state.
 	Throttled        bool `json:"throttled"`
 	ThrottledSeconds int  `json:"throttled_seconds"`
 }

@@ -8,8 +8,9 @@ import (
 )
 
 // adminOpenPath reports whether path is one of the admin endpoints that
-// never need the admin token (SPEC §2.2): scrapers and kubelet probes are
-// not handed a secret, and what those endpoints show is meant for them.
+// never need the admin token (docs/behaviour.md §7): scrapers and kubelet
+// probes are not handed a secret, and what those endpoints show is meant
+// for them.
 func adminOpenPath(path string) bool {
 	switch path {
 	case "/metrics", "/health", "/ready":

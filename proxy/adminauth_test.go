@@ -7,7 +7,8 @@ import (
 )
 
 // adminRoutes is every admin endpoint, with whether it stays open when an
-// admin token is set (SPEC §2.2), and the status it answers when allowed.
+// admin token is set (docs/behaviour.md §7), and the status it answers when
+// allowed.
 var adminRoutes = []struct {
 	method, path string
 	open         bool
@@ -78,7 +79,9 @@ func TestAdminTokenFollowsReload(t *testing.T) {
 	if resp, _ := ixAdmin(t, tp, "GET", "/breakers", ""); resp.StatusCode != 200 {
 		t.Fatalf("before reload: %d", resp.StatusCode)
 	}
-	tp.Reload(loadTestConfig(t, ixTwoMaven(up.URL, dead, "[sidecar]\nadmin_token = \"new-tok\"\n"), nil))
+	if _, err := tp.Reload(loadTestConfig(t, ixTwoMaven(up.URL, dead, "[sidecar]\nadmin_token = \"new-tok\"\n"), nil)); err != nil {
+		t.Fatal(err)
+	}
 	if resp, _ := ixAdmin(t, tp, "GET", "/breakers", ""); resp.StatusCode != 401 {
 		t.Fatalf("after a reload that sets admin_token: %d, want 401", resp.StatusCode)
 	}

@@ -43,7 +43,7 @@ type pageFormat struct {
 }
 
 // pageUpstream groups the breakers of one upstream: its own key's row and
-// one row per alias host (BreakerView.Upstream).
+// one row per alias host (breakerView.Upstream).
 type pageUpstream struct {
 	Key         string
 	StaleServed uint64
@@ -52,7 +52,7 @@ type pageUpstream struct {
 
 // pageHost is one breaker's row.
 type pageHost struct {
-	BreakerView
+	breakerView
 	// ProbeIn is the seconds until the next probe may go, when one is
 	// scheduled (open, automatic); -1 otherwise, and Probe says why.
 	ProbeIn int
@@ -108,7 +108,7 @@ func (p *Proxy) statusPage() pageView {
 
 // groupFormats orders the rows per format and, within a format, per
 // upstream, both in configuration order (the order views lists keys in).
-func groupFormats(views []BreakerView, counts pageCounts) []pageFormat {
+func groupFormats(views []breakerView, counts pageCounts) []pageFormat {
 	var out []pageFormat
 	formatAt := map[string]int{}
 	upstreamAt := map[string][2]int{}
@@ -143,8 +143,8 @@ func groupFormats(views []BreakerView, counts pageCounts) []pageFormat {
 }
 
 // hostRow says when the breaker will next probe its upstream.
-func hostRow(bv BreakerView) pageHost {
-	h := pageHost{BreakerView: bv, ProbeIn: -1}
+func hostRow(bv breakerView) pageHost {
+	h := pageHost{breakerView: bv, ProbeIn: -1}
 	switch {
 	case bv.Forced == "open":
 		h.Probe = "none while forced open"

@@ -143,7 +143,7 @@ func TestStatusPageDisabledBreakers(t *testing.T) {
 }
 
 func TestGroupFormatsPerUpstream(t *testing.T) {
-	views := []BreakerView{
+	views := []breakerView{
 		{Key: "pypi:P", Format: "pypi", State: "closed", Upstream: "pypi:P", Host: "pypi.org"},
 		{Key: "cargo", Format: "cargo", State: "closed", Upstream: "cargo"},
 		{Key: "pypi:P@files.pythonhosted.org", Format: "pypi", State: "open", Upstream: "pypi:P",
@@ -166,7 +166,7 @@ func TestStatusPageRendersThrottledHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	views := []BreakerView{{Key: "cargo@index.crates.io", Format: "cargo", State: "closed", Upstream: "cargo",
+	views := []breakerView{{Key: "cargo@index.crates.io", Format: "cargo", State: "closed", Upstream: "cargo",
 		Host: "index.crates.io", Throttled: true, ThrottledSeconds: 42, Threshold: 5}}
 	var b strings.Builder
 	if err := tmpl.Execute(&b, pageView{Status: "healthy", Formats: groupFormats(views, pageCounts{})}); err != nil {
