@@ -38,7 +38,7 @@ func main() {
 const usage = `usage:
   nora-breaker [serve] [--config FILE] [--listen ADDR] [--admin-listen ADDR]
   nora-breaker check-config [--config FILE]
-  nora-breaker status [--admin URL]
+  nora-breaker status [--admin URL] [--token T | --token-file F] [--watch]
   nora-breaker ca init --out DIR
   nora-breaker ca install-key --from FILE --to FILE
   nora-breaker version
@@ -56,12 +56,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "check-config":
 		return checkConfig(args, stdout, stderr)
 	case "status":
-		fs := newFlagSet("status", stderr)
-		admin := fs.String("admin", "http://127.0.0.1:9128", "admin listener URL")
-		if fs.Parse(args) != nil || fs.NArg() > 0 {
-			return cli.ExitUsage
-		}
-		return cli.Status(*admin, stdout, stderr)
+		return status(args, stdout, stderr)
 	case "ca":
 		return caCommand(args, stdout, stderr)
 	case "version":
@@ -73,6 +68,28 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "unknown command %q\n%s", cmd, usage)
 	return cli.ExitUsage
+}
+
+// status prints the breakers of a running proxy (--watch: every second
+// until Ctrl-C). The admin token is --token, else $NORA_SIDECAR_ADMIN_TOKEN,
+// else the contents of --token-file.
+func status(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("status", stderr)
+	admin := fs.String("admin", "http://127.0.0.1:9128", "admin listener URL")
+	token := fs.String("token", "", "admin token (default: $"+cli.TokenEnv+", then --token-file)")
+	tokenFile := fs.String("token-file", "", "file whose first line is the admin token")
+	watch := fs.Bool("watch", false, "redraw every second until interrupted")
+	if fs.Parse(args) != nil || fs.NArg() > 0 {
+		return cli.ExitUsage
+	}
+	tok, err := cli.AdminToken(*token, *tokenFile, os.LookupEnv)
+	if err != nil {
+		fmt.Fprintf(stderr, "status: %v\n", err)
+		return cli.ExitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return cli.Status(ctx, cli.StatusOptions{Admin: *admin, Token: tok, Watch: *watch}, stdout, stderr)
 }
 
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {

@@ -69,6 +69,7 @@ type loadSpec struct {
 	duration time.Duration // stop after this long …
 	requests int           // … or after this many requests (0 = no bound)
 	want     int           // expected status
+	trace    *trace        // when set, every request's time and latency are kept
 }
 
 // loadResult is what one run measured.
@@ -91,6 +92,9 @@ func runLoad(spec loadSpec) loadResult {
 		wg     sync.WaitGroup
 	)
 	start := time.Now()
+	if spec.trace != nil {
+		spec.trace.start = start
+	}
 	deadline := start.Add(spec.duration)
 	for range spec.conns {
 		wg.Add(1)
@@ -99,19 +103,27 @@ func runLoad(spec loadSpec) loadResult {
 			var h histogram
 			var bad int64
 			var firstErr string
+			var points []tracePoint
 			for time.Now().Before(deadline) {
 				if spec.requests > 0 && issued.Add(1) > int64(spec.requests) {
 					break
 				}
 				t0 := time.Now()
 				status, err := fetch(spec.client, spec.url)
-				h.record(time.Since(t0))
+				took := time.Since(t0)
+				h.record(took)
+				if spec.trace != nil {
+					points = append(points, tracePoint{at: t0.Sub(start), latency: took, status: status})
+				}
 				if err != nil || status != spec.want {
 					bad++
 					if firstErr == "" {
 						firstErr = fmt.Sprintf("status %d, err %v", status, err)
 					}
 				}
+			}
+			if spec.trace != nil {
+				spec.trace.add(points)
 			}
 			mu.Lock()
 			res.hist.merge(&h)

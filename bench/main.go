@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -38,6 +39,9 @@ type options struct {
 	idleConns      int
 	streamMiB      int
 	hosts          int
+	// outageSVG is where the outage-cost picture goes; "" means the work
+	// folder (the --quick default, so CI draws it too).
+	outageSVG string
 }
 
 func main() {
@@ -70,6 +74,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&only, "only", "", "comma-separated sections: closed,fastfail,fallback,streaming,outage,fleet,memory,interception")
 	fs.StringVar(&o.logLevel, "log-level", "info", "nora-breaker log_level (info writes one line per request)")
 	rounds := fs.Int("rounds", 0, "rounds per figure (default 5, quick 1)")
+	fs.StringVar(&o.outageSVG, "outage-svg", "", "where to draw the outage-cost SVG (default: docs/img/outage-cost.svg; --quick: the work folder)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -88,6 +93,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		o.rounds, o.duration, o.warm = 5, 3*time.Second, time.Second
 		o.outageRounds, o.outageRequests = 3, 1000
 		o.memRounds, o.idleConns, o.streamMiB, o.hosts = 3, 5000, bigBody>>20, 1000
+	}
+	if o.outageSVG == "" && !o.quick {
+		o.outageSVG = filepath.Join(o.repo, "docs", "img", "outage-cost.svg")
 	}
 	if *rounds > 0 {
 		o.rounds, o.outageRounds, o.memRounds = *rounds, min(*rounds, o.outageRounds), min(*rounds, o.memRounds)

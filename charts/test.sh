@@ -3,7 +3,9 @@
 # is missing, lints and renders the chart with every values file in
 # charts/nora-breaker/ci/, then runs the Go tests in charts/test (strict
 # decoding into the Kubernetes API types, check-config on the rendered
-# config.toml, sidecar order and CA wiring, schema rejections).
+# config.toml, sidecar order and CA wiring, schema rejections, promtool
+# check/test rules on the rendered PrometheusRule). Installs Debian's
+# prometheus package for promtool when it is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -11,9 +13,10 @@ helm="$root/.tools/helm"
 chart=charts/nora-breaker
 . scripts/lib.sh
 
-if [ ! -x "$helm" ]; then
-  echo "== install helm v3.22.0 (a few minutes the first time)"
-  GOBIN="$root/.tools" retry 900 go install helm.sh/helm/v3/cmd/helm@v3.22.0
+install_helm "$root/.tools"
+if ! command -v promtool >/dev/null; then
+  echo "== install promtool (Debian's prometheus package; its service is never started)"
+  apt_install prometheus
 fi
 "$helm" version --short
 

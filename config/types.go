@@ -131,7 +131,7 @@ type Sidecar struct {
 	LogLevel  string // default "info"
 	LogFormat string // "json" (default) | "console"
 
-	AdminToken string // when set, mutating admin calls need Bearer auth
+	AdminToken string // when set, every admin call but /metrics, /health, /ready needs Bearer auth
 
 	MaxConnections int // default 4096
 

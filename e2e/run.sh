@@ -23,6 +23,10 @@ install_apt() {
   [ -d /usr/share/maven-repo/org/apache/maven/plugins/maven-install-plugin ] || missing+=(libmaven-install-plugin-java)
   [ -d /usr/share/maven-repo/org/apache/maven/plugins/maven-dependency-plugin ] || missing+=(libmaven-dependency-plugin-java)
   [ -d /usr/share/maven-repo/junit/junit ] || missing+=(junit4)
+  # The status page test (headless browser) and the Prometheus test (a real
+  # server scraping the proxy, promtool).
+  command -v chromium >/dev/null || missing+=(chromium)
+  command -v prometheus >/dev/null && command -v promtool >/dev/null || missing+=(prometheus)
   [ ${#missing[@]} -eq 0 ] && return 0
   # The packaged servers (docker-registry) must not start as services: the
   # tests start their own instances on loopback.
@@ -43,6 +47,9 @@ JSON
 install_go_tools() {
   [ -x "$TOOLS/crane" ] || GOBIN=$TOOLS GOFLAGS=-mod=mod retry 600 go install github.com/google/go-containerregistry/cmd/crane@v0.22.1
   install_toxiproxy "$TOOLS"
+  # helm renders the chart's PrometheusRule for the Prometheus test (the
+  # chart tests install the same binary in the same place).
+  install_helm "$TOOLS"
 }
 
 # stop_leftovers ends, by PID, every server the tests recorded that is still

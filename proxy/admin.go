@@ -1,28 +1,30 @@
 package proxy
 
 import (
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"math"
 	"net/http"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/nora-breaker/nora-breaker/breakerstate"
+	"github.com/nora-breaker/nora-breaker/config"
 )
 
 // AdminHandler serves the admin listener (docs/behaviour.md §7). It is never mounted on
-// the proxy port.
+// the proxy port. Every route but /metrics, /health and /ready sits behind
+// the admin token when one is configured (adminauth.go).
 func (p *Proxy) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(p.deps.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /health", p.handleHealth)
 	mux.HandleFunc("GET /ready", p.handleReady)
 	mux.HandleFunc("GET /breakers", p.handleBreakers)
+	mux.HandleFunc("GET /breakers/history", p.handleHistory)
 	mux.HandleFunc("POST /breakers/force", p.handleForce)
-	return mux
+	mux.HandleFunc("GET /{$}", p.handleStatusPage)
+	return p.requireAdminToken(mux)
 }
 
 // breakerView is one entry of GET /breakers.
@@ -39,17 +41,27 @@ type breakerView struct {
 	RetryAfter         int      `json:"retry_after_seconds"`
 	Rejections         uint64   `json:"rejections"`
 	Forced             string   `json:"forced"`
+	// Host is the host whose requests this breaker admits; Upstream is the
+	// breaker key of the upstream that host belongs to (equal to Key for the
+	// upstream's URL host, docs/behaviour.md §3.1).
+	Host     string `json:"host"`
+	Upstream string `json:"upstream"`
+	// Throttled is true while the host is skipped after a 429, for
+	// ThrottledSeconds more seconds (docs/behaviour.md §5.6); it is not a breaker state.
+	Throttled        bool `json:"throttled"`
+	ThrottledSeconds int  `json:"throttled_seconds"`
 }
 
 func (p *Proxy) views() []breakerView {
 	now := p.now()
+	hosts := upstreamHosts(p.state.Load().cfg)
 	snaps := p.breakers.Snapshot()
 	out := make([]breakerView, 0, len(snaps))
 	for _, s := range snaps {
 		v := breakerView{Key: s.Key, Format: s.Format, State: s.State.String(), FailureCount: s.FailureCount,
 			Threshold: s.Threshold, ThresholdSource: s.ThresholdSource, ResetTimeout: s.ResetTimeout.Seconds(),
 			ResetTimeoutSource: s.ResetTimeoutSource, Rejections: s.Rejections, Forced: s.Forced,
-			RetryAfter: int(math.Ceil(s.RetryAfter.Seconds()))}
+			RetryAfter: int(math.Ceil(s.RetryAfter.Seconds())), Host: hosts[s.Key], Upstream: s.Key}
 		if !s.LastFailure.IsZero() {
 			ago := math.Floor(now.Sub(s.LastFailure).Seconds())
 			v.LastFailureAgo = &ago
@@ -58,6 +70,18 @@ func (p *Proxy) views() []breakerView {
 			v.State = "disabled"
 		}
 		out = append(out, v)
+	}
+	return out
+}
+
+// upstreamHosts maps each upstream breaker key to its URL's host (the
+// first upstream's, for a key several upstreams share).
+func upstreamHosts(cfg *config.Config) map[string]string {
+	out := make(map[string]string, len(cfg.Upstreams))
+	for _, u := range cfg.Upstreams {
+		if _, seen := out[u.Key]; !seen && u.URL != nil {
+			out[u.Key] = u.URL.Host
+		}
 	}
 	return out
 }
@@ -138,14 +162,6 @@ func (p *Proxy) handleReady(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (p *Proxy) handleForce(w http.ResponseWriter, r *http.Request) {
-	if token := p.state.Load().cfg.Sidecar.AdminToken; token != "" {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="nora-breaker admin"`)
-			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "admin token required"})
-			return
-		}
-	}
 	key, state := r.URL.Query().Get("key"), r.URL.Query().Get("state")
 	mode, err := breakerstate.ParseMode(state)
 	if err != nil {

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -159,17 +160,20 @@ func TestAdminBreakersAndForce(t *testing.T) {
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 	tp := newTestProxy(t, ixTwoMaven(up.URL, "http://"+closedPort(t), "[sidecar]\nadmin_token = \"s3cret-admin\"\n"), nil)
 	key := "maven:" + up.URL + "/m2"
-	_, body := ixAdmin(t, tp, "GET", "/breakers", "")
+	_, body := ixAdmin(t, tp, "GET", "/breakers", "s3cret-admin")
 	var views []map[string]any
 	if err := json.Unmarshal([]byte(body), &views); err != nil || len(views) != 3 {
 		t.Fatalf("/breakers: %v %s", err, body)
 	}
 	for _, f := range []string{"key", "format", "state", "failure_count", "threshold", "threshold_source",
 		"reset_timeout_seconds", "reset_timeout_source", "last_failure_seconds_ago", "retry_after_seconds",
-		"rejections", "forced"} {
+		"rejections", "forced", "host", "upstream", "throttled", "throttled_seconds"} {
 		if _, ok := views[0][f]; !ok {
 			t.Errorf("/breakers entry lacks %q: %v", f, views[0])
 		}
+	}
+	if views[0]["host"] != strings.TrimPrefix(up.URL, "http://") || views[0]["upstream"] != key {
+		t.Errorf("host/upstream of %s: %v", key, views[0])
 	}
 	if views[1]["threshold"] != float64(7) || !strings.Contains(fmt.Sprint(views[1]["threshold_source"]), "maven:") {
 		t.Errorf("override not shown: %v", views[1])
@@ -202,10 +206,10 @@ func TestAdminBreakersAndForce(t *testing.T) {
 	}
 
 	var out, errOut bytes.Buffer
-	if rc := cli.Status(tp.AdminURL, &out, &errOut); rc != 0 {
+	if rc := cli.Status(context.Background(), cli.StatusOptions{Admin: tp.AdminURL, Token: "s3cret-admin"}, &out, &errOut); rc != 0 {
 		t.Fatalf("cli.Status = %d: %s", rc, errOut.String())
 	}
-	for _, want := range []string{"KEY", "FORCED", key, "npm:" + up.URL + "/npm", "open"} {
+	for _, want := range []string{"KEY", "FORCED", key, "npm:" + up.URL + "/npm", "open", "LAST TRANSITIONS", "forced"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("status table lacks %q:\n%s", want, out.String())
 		}

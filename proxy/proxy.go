@@ -56,6 +56,8 @@ type Proxy struct {
 	bufs     *sync.Pool
 	started  time.Time
 	shutting atomic.Bool
+	// history keeps the last breaker transitions for the admin listener.
+	history transitionLog
 	// testHook, when set, is called at the top of serve; tests use it to
 	// inject a panic. Always nil in production.
 	testHook atomic.Pointer[func(*http.Request)]

@@ -145,13 +145,15 @@ func redactQuery(raw string) string {
 }
 
 // logTransition logs a breaker transition: warn when an upstream is cut off,
-// info when it is probed or comes back.
+// info when it is probed or comes back. It also keeps it in the bounded
+// history the admin listener shows (history.go).
 func (p *Proxy) logTransition(t breakerstate.Transition) {
+	p.history.add(historyEntry(t))
 	lvl := zerolog.InfoLevel
 	if t.To == breakerstate.Open {
 		lvl = zerolog.WarnLevel
 	}
 	p.log.WithLevel(lvl).Str("key", t.Key).Str("from", t.From.String()).Str("to", t.To.String()).
 		Int("failure_count", t.FailureCount).Bool("remote", t.Remote).Bool("manual", t.Manual).
-		Msg("circuit breaker transition")
+		Str("why", transitionWhy(t)).Msg("circuit breaker transition")
 }

@@ -39,3 +39,11 @@ install_toxiproxy() {
   GOBIN=$dir GOFLAGS=-mod=mod retry 600 go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.12.0
   mv "$dir/server" "$dir/toxiproxy-server"
 }
+
+# install_helm DIR: helm v3.22.0 as DIR/helm (a few minutes the first time).
+install_helm() {
+  local dir=$1
+  [ -x "$dir/helm" ] && return 0
+  echo "== install helm v3.22.0 (a few minutes the first time)"
+  GOBIN=$dir GOFLAGS=-mod=mod retry 900 go install helm.sh/helm/v3/cmd/helm@v3.22.0
+}

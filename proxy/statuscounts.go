@@ -1,0 +1,66 @@
+package proxy
+
+import (
+	"sort"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// pageCounts are the since-start counters the status page shows, read from
+// the proxy's private registry so the page and /metrics can never disagree.
+// Every label value in them comes from the configuration (breaker keys,
+// formats) or a fixed vocabulary (results), never from request data.
+type pageCounts struct {
+	// results maps format → result → requests (nora_sidecar_requests_total).
+	results map[string]map[string]uint64
+	// staleServed maps the addressed breaker key → stale copies served.
+	staleServed map[string]uint64
+	// fallbacks are the from → to pairs that served at least once, busiest first.
+	fallbacks []fallbackCount
+}
+
+// fallbackCount is one from → to pair of nora_sidecar_fallback_total.
+type fallbackCount struct {
+	From, To string
+	N        uint64
+}
+
+// gatherCounts reads the counters the page needs. A registry that cannot be
+// gathered leaves them empty: the page still shows the breakers.
+func gatherCounts(g prometheus.Gatherer) pageCounts {
+	c := pageCounts{results: map[string]map[string]uint64{}, staleServed: map[string]uint64{}}
+	fams, _ := g.Gather()
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			labels := make(map[string]string, len(m.GetLabel()))
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			n := uint64(m.GetCounter().GetValue())
+			switch f.GetName() {
+			case "nora_sidecar_requests_total":
+				if c.results[labels["format"]] == nil {
+					c.results[labels["format"]] = map[string]uint64{}
+				}
+				c.results[labels["format"]][labels["result"]] += n
+			case "nora_sidecar_stale_served_total":
+				c.staleServed[labels["registry"]] += n
+			case "nora_sidecar_fallback_total":
+				if n > 0 {
+					c.fallbacks = append(c.fallbacks, fallbackCount{From: labels["from"], To: labels["to"], N: n})
+				}
+			}
+		}
+	}
+	sort.SliceStable(c.fallbacks, func(i, j int) bool { return c.fallbacks[i].N > c.fallbacks[j].N })
+	return c
+}
+
+// total adds up every result of one format.
+func (c pageCounts) total(format string) uint64 {
+	var n uint64
+	for _, v := range c.results[format] {
+		n += v
+	}
+	return n
+}

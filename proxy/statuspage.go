@@ -1,0 +1,173 @@
+package proxy
+
+import (
+	_ "embed"
+	"html/template"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// The status page (GET / on the admin listener) is one server-rendered HTML
+// document with its CSS inline and no external assets. A few lines of
+// script count the probe timers down and reload it; without script it
+// still reads, and a <noscript> refresh reloads it.
+//
+//go:embed statuspage.html
+var statusPageHTML string
+
+// parseStatusPage parses the page's template. It is parsed for each request
+// rather than kept in a package variable: the page is asked for every few
+// seconds at most, and parsing costs well under a millisecond.
+func parseStatusPage() (*template.Template, error) {
+	return template.New("status").Parse(statusPageHTML)
+}
+
+// pageView is everything the status page shows. It is built from the same
+// data as GET /breakers (views) and /health, plus counters read from the
+// private registry; nothing in it comes from request data but counts.
+type pageView struct {
+	Version, Status, CircuitBreaker, Uptime, Now string
+	Formats                                      []pageFormat
+	Fallbacks                                    []fallbackCount
+	History                                      []pageTransition
+	HistorySize                                  int
+}
+
+// pageFormat is one format's box: its worst state, counts and upstreams.
+type pageFormat struct {
+	Name, Status                                      string
+	Requests, Forwarded, Fallback, Stale, Synthesized uint64
+	Upstreams                                         []pageUpstream
+}
+
+// pageUpstream groups the breakers of one upstream: its own key's row and
+// one row per alias host (breakerView.Upstream).
+type pageUpstream struct {
+	Key         string
+	StaleServed uint64
+	Hosts       []pageHost
+}
+
+// pageHost is one breaker's row.
+type pageHost struct {
+	breakerView
+	// ProbeIn is the seconds until the next probe may go, when one is
+	// scheduled (open, automatic); -1 otherwise, and Probe says why.
+	ProbeIn int
+	Probe   string
+}
+
+// pageTransition is one timeline row.
+type pageTransition struct {
+	HistoryEntry
+	Time string
+	Ago  string
+}
+
+// handleStatusPage serves GET /.
+func (p *Proxy) handleStatusPage(w http.ResponseWriter, _ *http.Request) {
+	tmpl, err := parseStatusPage()
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "status page template: " + err.Error()})
+		return
+	}
+	v := p.statusPage()
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	// The page has no business loading anything from elsewhere.
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'")
+	if err := tmpl.Execute(w, v); err != nil {
+		p.log.Warn().Err(err).Msg("status page")
+	}
+}
+
+// statusPage builds the page's view model at this instant.
+func (p *Proxy) statusPage() pageView {
+	now := p.now()
+	counts := gatherCounts(p.deps.Registry)
+	v := pageView{Version: p.deps.Version, Status: "healthy", CircuitBreaker: "enabled",
+		Uptime: formatAge(now.Sub(p.started)), Now: now.UTC().Format(time.RFC3339),
+		Fallbacks: counts.fallbacks, HistorySize: historySize}
+	if !p.breakers.Enabled() {
+		v.CircuitBreaker = "disabled"
+	}
+	v.Formats = groupFormats(p.views(), counts)
+	for _, f := range v.Formats {
+		if f.Status != "closed" && f.Status != "disabled" {
+			v.Status = "degraded"
+		}
+	}
+	for _, e := range p.history.list() {
+		v.History = append(v.History, pageTransition{HistoryEntry: e, Time: e.At.UTC().Format("2006-01-02 15:04:05"),
+			Ago: formatAge(now.Sub(e.At))})
+	}
+	return v
+}
+
+// groupFormats orders the rows per format and, within a format, per
+// upstream, both in configuration order (the order views lists keys in).
+func groupFormats(views []breakerView, counts pageCounts) []pageFormat {
+	var out []pageFormat
+	formatAt := map[string]int{}
+	upstreamAt := map[string][2]int{}
+	for _, bv := range views {
+		fi, ok := formatAt[bv.Format]
+		if !ok {
+			fi = len(out)
+			formatAt[bv.Format] = fi
+			res := counts.results[bv.Format]
+			out = append(out, pageFormat{Name: bv.Format, Status: bv.State, Requests: counts.total(bv.Format),
+				Forwarded: res["forwarded"], Fallback: res["fallback"], Stale: res["stale"],
+				Synthesized: res["synthesized_503"] + res["synthesized_404"]})
+		}
+		f := &out[fi]
+		if severity(bv.State) > severity(f.Status) {
+			f.Status = bv.State
+		}
+		up := bv.Upstream
+		if up == "" {
+			up = bv.Key
+		}
+		at, ok := upstreamAt[up]
+		if !ok {
+			at = [2]int{fi, len(f.Upstreams)}
+			upstreamAt[up] = at
+			f.Upstreams = append(f.Upstreams, pageUpstream{Key: up, StaleServed: counts.staleServed[up]})
+		}
+		u := &out[at[0]].Upstreams[at[1]]
+		u.Hosts = append(u.Hosts, hostRow(bv))
+	}
+	return out
+}
+
+// hostRow says when the breaker will next probe its upstream.
+func hostRow(bv breakerView) pageHost {
+	h := pageHost{breakerView: bv, ProbeIn: -1}
+	switch {
+	case bv.Forced == "open":
+		h.Probe = "none while forced open"
+	case bv.State == "open":
+		h.ProbeIn = bv.RetryAfter
+	case bv.State == "half_open":
+		h.Probe = "probe in flight"
+	default:
+		h.Probe = "—"
+	}
+	return h
+}
+
+// formatAge renders a duration for people: "42s", "7m 3s", "2h 5m", "3d 4h".
+func formatAge(d time.Duration) string {
+	s := int64(math.Max(0, math.Floor(d.Seconds())))
+	switch {
+	case s < 60:
+		return strconv.FormatInt(s, 10) + "s"
+	case s < 3600:
+		return strconv.FormatInt(s/60, 10) + "m " + strconv.FormatInt(s%60, 10) + "s"
+	case s < 86400:
+		return strconv.FormatInt(s/3600, 10) + "h " + strconv.FormatInt(s%3600/60, 10) + "m"
+	}
+	return strconv.FormatInt(s/86400, 10) + "d " + strconv.FormatInt(s%86400/3600, 10) + "h"
+}

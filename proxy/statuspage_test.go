@@ -1,0 +1,212 @@
+package proxy
+
+import (
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// statusPageConfig: maven dead then a (healthy, its fallback), npm on a,
+// pypi on a host that fails and can be made to hang.
+func statusPageConfig(a, dead, hang string) string {
+	return fmt.Sprintf(`
+[circuit_breaker]
+enabled = true
+failure_threshold = 2
+reset_timeout = 10
+[registries]
+enable = ["maven", "npm", "pypi"]
+[maven]
+proxies = ["%s/m2", "%s/m2"]
+[npm]
+proxy = "%s/npm"
+[pypi]
+proxy = "%s/simple"
+proxy_timeout = 60
+`, dead, a, a, hang)
+}
+
+// breakerRow finds the status page's table row of one key.
+func breakerRow(t *testing.T, page, key string) string {
+	t.Helper()
+	m := regexp.MustCompile(`(?s)<tr class="breaker" data-key="` + regexp.QuoteMeta(key) + `".*?</tr>`).FindString(page)
+	if m == "" {
+		t.Fatalf("page has no row for %s:\n%s", key, page)
+	}
+	return m
+}
+
+func TestStatusPageShowsEveryState(t *testing.T) {
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
+	dead := "http://" + closedPort(t)
+	arrived, release := make(chan struct{}, 1), make(chan struct{})
+	var hanging atomic.Bool
+	hang := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if !hanging.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		arrived <- struct{}{}
+		<-release
+	})
+	tp := newTestProxy(t, statusPageConfig(up.URL, dead, hang.URL), nil)
+	t.Cleanup(func() { close(release) }) // before the proxy's shutdown, which waits for it
+	c := proxyClient(t, tp, nil)
+	maven, deadKey := "maven:"+up.URL+"/m2", "maven:"+dead+"/m2"
+	npm, pypi := "npm:"+up.URL+"/npm", "pypi:"+hang.URL+"/simple"
+
+	ixDo(t, c, "GET", up.URL+"/m2/a.pom", nil) // forwarded
+	for range 2 {
+		ixDo(t, c, "GET", dead+"/m2/a.pom", nil) // fails, then served by a: two fallbacks
+	}
+	ixAdmin(t, tp, "POST", "/breakers/force?key="+npm+"&state=open", "")
+	for range 2 {
+		ixDo(t, c, "GET", hang.URL+"/simple/x/", nil)
+	}
+	tp.Clock.Advance(10 * time.Second)
+	// pypi's probe hangs: its breaker stays half-open while the page is read.
+	hanging.Store(true)
+	go func() { _, _ = c.Get(hang.URL + "/simple/x/") }()
+	<-arrived
+	tp.Clock.Advance(-7 * time.Second) // back to 3 s after the maven breaker opened
+	// A request is counted just after its client has the answer.
+	pollUntil(t, 5*time.Second, func() bool { return gatherCounts(tp.Registry).total("maven") == 3 })
+
+	resp, page := ixAdmin(t, tp, "GET", "/", "")
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") ||
+		!strings.Contains(resp.Header.Get("Content-Security-Policy"), "default-src 'none'") {
+		t.Fatalf("GET /: %d %v", resp.StatusCode, resp.Header)
+	}
+	rows := map[string][]string{
+		maven:   {`data-state="closed"`, `0 / 2`, `s-closed">closed<`, `<code>` + strings.TrimPrefix(up.URL, "http://") + `</code>`},
+		deadKey: {`data-state="open"`, `2 / 2`, `s-open">open<`, `in <span class="countdown" data-seconds="7">7 s</span>`, `>auto<`},
+		npm:     {`data-state="open"`, `data-forced="open"`, `forced open`, `none while forced open`},
+		pypi:    {`data-state="half_open"`, `s-half_open">half-open<`, `probe in flight`},
+	}
+	for key, wants := range rows {
+		row := breakerRow(t, page, key)
+		for _, w := range wants {
+			if !strings.Contains(row, w) {
+				t.Errorf("row %s lacks %s:\n%s", key, w, row)
+			}
+		}
+	}
+	for _, want := range []string{
+		`id="overall" data-status="degraded"`,
+		`data-format="maven" data-status="open"`, `data-format="pypi" data-status="half_open"`,
+		`data-upstream="` + maven + `"`, `data-upstream="` + deadKey + `"`,
+		"3 requests · 1 forwarded · 2 by fallback", // maven, since start
+		"<td><code>" + deadKey + "</code></td><td><code>" + maven + "</code></td><td class=\"num\">2</td>",
+		"threshold reached", "forced", "probe due",
+		`data-key="` + pypi + `" data-to="half_open"`,
+		"version test",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(page)
+	}
+	// No external assets: nothing is fetched from anywhere.
+	if regexp.MustCompile(`(?i)(src|href)\s*=|@import|url\(`).MatchString(page) {
+		t.Error("page refers to an external asset")
+	}
+}
+
+func TestStatusPageWithoutTransitionsOrFallbacks(t *testing.T) {
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
+	tp := newTestProxy(t, statusPageConfig(up.URL, up.URL+"/b", up.URL), nil)
+	_, page := ixAdmin(t, tp, "GET", "/", "")
+	for _, want := range []string{`data-status="healthy"`, "No transition since start.", "None yet."} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+}
+
+func TestStatusPageDisabledBreakers(t *testing.T) {
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
+	tp := newTestProxy(t, strings.Replace(statusPageConfig(up.URL, up.URL+"/b", up.URL), "enabled = true", "enabled = false", 1), nil)
+	_, page := ixAdmin(t, tp, "GET", "/", "")
+	for _, want := range []string{"circuit breaker disabled", `data-state="disabled"`, `data-status="healthy"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+}
+
+func TestGroupFormatsPerUpstream(t *testing.T) {
+	views := []breakerView{
+		{Key: "pypi:P", Format: "pypi", State: "closed", Upstream: "pypi:P", Host: "pypi.org"},
+		{Key: "cargo", Format: "cargo", State: "closed", Upstream: "cargo"},
+		{Key: "pypi:P@files.pythonhosted.org", Format: "pypi", State: "open", Upstream: "pypi:P",
+			Host: "files.pythonhosted.org", Throttled: true, ThrottledSeconds: 9},
+		{Key: "pypi:Q", Format: "pypi", State: "closed"}, // no upstream given: its own group
+	}
+	got := groupFormats(views, pageCounts{staleServed: map[string]uint64{"pypi:P": 4}})
+	if len(got) != 2 || got[0].Name != "pypi" || got[1].Name != "cargo" || got[0].Status != "open" {
+		t.Fatalf("formats: %+v", got)
+	}
+	ups := got[0].Upstreams
+	if len(ups) != 2 || ups[0].Key != "pypi:P" || len(ups[0].Hosts) != 2 || ups[1].Key != "pypi:Q" ||
+		ups[0].StaleServed != 4 || ups[0].Hosts[1].Host != "files.pythonhosted.org" {
+		t.Fatalf("upstreams: %+v", ups)
+	}
+}
+
+func TestStatusPageRendersThrottledHosts(t *testing.T) {
+	tmpl, err := parseStatusPage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	views := []breakerView{{Key: "cargo@index.crates.io", Format: "cargo", State: "closed", Upstream: "cargo",
+		Host: "index.crates.io", Throttled: true, ThrottledSeconds: 42, Threshold: 5}}
+	var b strings.Builder
+	if err := tmpl.Execute(&b, pageView{Status: "healthy", Formats: groupFormats(views, pageCounts{})}); err != nil {
+		t.Fatal(err)
+	}
+	row := breakerRow(t, b.String(), "cargo@index.crates.io")
+	for _, want := range []string{`data-throttled="true"`, `throttled, <span class="countdown" data-seconds="42">42 s</span> left`,
+		"<code>index.crates.io</code>"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("row lacks %s:\n%s", want, row)
+		}
+	}
+}
+
+func TestGatherCounts(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	req := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nora_sidecar_requests_total"}, []string{"format", "result"})
+	fb := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nora_sidecar_fallback_total"}, []string{"from", "to"})
+	st := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nora_sidecar_stale_served_total"}, []string{"registry"})
+	reg.MustRegister(req, fb, st)
+	req.WithLabelValues("npm", "forwarded").Add(5)
+	req.WithLabelValues("npm", "synthesized_503").Add(2)
+	fb.WithLabelValues("a", "b").Add(1)
+	fb.WithLabelValues("a", "c").Add(3)
+	fb.WithLabelValues("b", "c") // never served: not listed
+	st.WithLabelValues("npm:x").Add(6)
+	c := gatherCounts(reg)
+	if c.total("npm") != 7 || c.results["npm"]["synthesized_503"] != 2 || c.staleServed["npm:x"] != 6 {
+		t.Fatalf("counts: %+v", c)
+	}
+	if len(c.fallbacks) != 2 || c.fallbacks[0] != (fallbackCount{"a", "c", 3}) {
+		t.Fatalf("fallbacks: %+v", c.fallbacks)
+	}
+}
+
+func TestFormatAge(t *testing.T) {
+	for d, want := range map[time.Duration]string{-time.Second: "0s", 42 * time.Second: "42s",
+		7*time.Minute + 3*time.Second: "7m 3s", 2*time.Hour + 5*time.Minute: "2h 5m", 76 * time.Hour: "3d 4h"} {
+		if got := formatAge(d); got != want {
+			t.Errorf("formatAge(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
