@@ -34,9 +34,9 @@ func TestProcessFleetWithoutSharedStateLearnsThreeTimes(t *testing.T) {
 
 // With shared state the fleet learns the outage once, probes it once per
 // reset_timeout, and every process recovers within a second of the probe's
-// success.
+// success. Redis is on TCP here (redis://), on a unix socket elsewhere.
 func TestProcessFleetLearnsOnceProbesOnceRecoversTogether(t *testing.T) {
-	r := startRedis(t)
+	r := startRedisTCP(t)
 	bin := buildBinary(t)
 	u := newDeadUpstream(t)
 	fleet := startProcFleet(t, bin, 3, u, r.url())
@@ -145,7 +145,7 @@ func recoverTogether(t *testing.T, fleet []*proxyProc, u *deadUpstream) {
 const maxRedisLatency = 250 * time.Millisecond
 
 // Redis frozen, then killed mid-way: no request fails or slows, /health
-// says shared_state "down"; Redis restarted on the same port: the fleet
+// says shared_state "down"; Redis restarted on the same socket: the fleet
 // shares state again (a new open on one process reaches the others).
 func TestProcessFleetSurvivesRedisLoss(t *testing.T) {
 	r := startRedis(t)
