@@ -290,13 +290,3 @@ func (tr *traffic) end() []answer {
 	tr.wg.Wait()
 	return tr.out
 }
-
-// runFor keeps the traffic going for d: a measurement window, never a wait
-// for a state.
-func (tr *traffic) runFor(d time.Duration) []answer {
-	select {
-	case <-time.After(d):
-	case <-tr.stop:
-	}
-	return tr.end()
-}
