@@ -25,6 +25,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/certs"
 	"github.com/nora-breaker/nora-breaker/cli"
 	"github.com/nora-breaker/nora-breaker/config"
+	"github.com/nora-breaker/nora-breaker/internal/listenaddr"
 	"github.com/nora-breaker/nora-breaker/proxy"
 )
 
@@ -36,7 +37,7 @@ func main() {
 }
 
 const usage = `usage:
-  nora-breaker [serve] [--config FILE] [--listen ADDR] [--admin-listen ADDR]
+  nora-breaker [serve] [--config FILE] [--listen ADDR] [--admin-listen ADDR] [--addr-file FILE]
   nora-breaker check-config [--config FILE]
   nora-breaker status [--admin URL] [--token T | --token-file F] [--watch]
   nora-breaker ca init --out DIR
@@ -98,14 +99,18 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// loadConfig parses the shared flags and loads the configuration.
-func loadConfig(name string, args []string, withListen bool, stderr io.Writer) (*config.Config, config.Flags, int) {
+// loadConfig parses the shared flags, plus any the subcommand adds with
+// more (nil: none), and loads the configuration.
+func loadConfig(name string, args []string, withListen bool, more func(*flag.FlagSet), stderr io.Writer) (*config.Config, config.Flags, int) {
 	fs := newFlagSet(name, stderr)
 	var flags config.Flags
 	fs.StringVar(&flags.ConfigPath, "config", "", "NORA config.toml (default: $NORA_CONFIG_PATH, then ./config.toml)")
 	if withListen {
 		fs.StringVar(&flags.Listen, "listen", "", "proxy listen address (overrides [sidecar] listen)")
 		fs.StringVar(&flags.AdminListen, "admin-listen", "", "admin listen address (overrides [sidecar] admin_listen)")
+	}
+	if more != nil {
+		more(fs)
 	}
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
 		if err == nil {
@@ -122,7 +127,7 @@ func loadConfig(name string, args []string, withListen bool, stderr io.Writer) (
 }
 
 func checkConfig(args []string, stdout, stderr io.Writer) int {
-	cfg, _, code := loadConfig("check-config", args, false, stderr)
+	cfg, _, code := loadConfig("check-config", args, false, nil, stderr)
 	if cfg == nil {
 		return code
 	}
@@ -171,7 +176,11 @@ func caInstallKey(args []string, stderr io.Writer) int {
 }
 
 func serve(args []string, stderr io.Writer) int {
-	cfg, flags, code := loadConfig("serve", args, true, stderr)
+	var addrFile string
+	cfg, flags, code := loadConfig("serve", args, true, func(fs *flag.FlagSet) {
+		fs.StringVar(&addrFile, "addr-file", "",
+			`once both listeners are bound, write {"listen":…,"admin":…} here (for listen addresses with port 0)`)
+	}, stderr)
 	if cfg == nil {
 		return code
 	}
@@ -200,6 +209,12 @@ func serve(args []string, stderr io.Writer) int {
 		logger.Error().Err(err).Msg("cannot listen (admin)")
 		return cli.ExitRuntime
 	}
+	if err := writeAddrFile(addrFile, proxyLn, adminLn); err != nil {
+		proxyLn.Close()
+		adminLn.Close()
+		logger.Error().Err(err).Str("path", addrFile).Msg("cannot write --addr-file")
+		return cli.ExitRuntime
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	flags.ConfigPath = cfg.Path
@@ -209,6 +224,19 @@ func serve(args []string, stderr io.Writer) int {
 		return cli.ExitRuntime
 	}
 	return cli.ExitOK
+}
+
+// writeAddrFile tells whoever started the process which addresses it bound
+// (a listen address with port 0 gets one from the kernel), so a test never
+// has to reserve a port, release it and hope nobody takes it before us.
+// Connections made once the file exists wait in the listen backlog until
+// Serve accepts them.
+func writeAddrFile(path string, proxyLn, adminLn net.Listener) error {
+	if path == "" {
+		return nil
+	}
+	return listenaddr.WriteFile(path, map[string]string{
+		"listen": proxyLn.Addr().String(), "admin": adminLn.Addr().String()})
 }
 
 // watchReloads re-reads the configuration on SIGHUP and whenever the config

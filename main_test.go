@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -14,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nora-breaker/nora-breaker/internal/listenaddr"
 )
 
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -135,20 +136,54 @@ func TestCAInit(t *testing.T) {
 }
 
 func TestStatusAgainstDeadAdminFails(t *testing.T) {
-	addr := freeAddr(t)
-	if code, _, errOut := runCLI(t, "status", "--admin", "http://"+addr); code != 1 {
+	// A held port refuses connections, and nobody else can start listening
+	// on it while the test runs (a closed listener's port could be taken).
+	dead, err := listenaddr.NewHold()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dead.Close() })
+	if code, _, errOut := runCLI(t, "status", "--admin", "http://"+dead.Addr()); code != 1 {
 		t.Fatalf("exit %d (%s), want 1", code, errOut)
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// writeAddrFile names what the listeners really bound, port 0 resolved.
+func TestAddrFileNamesTheBoundListeners(t *testing.T) {
+	var lns [2]net.Listener
+	for i := range lns {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		lns[i] = ln
+	}
+	path := filepath.Join(t.TempDir(), "addrs.json")
+	if err := writeAddrFile(path, lns[0], lns[1]); err != nil {
+		t.Fatal(err)
+	}
+	got, err := listenaddr.WaitFile(path, 0, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	if got["listen"] != lns[0].Addr().String() || got["admin"] != lns[1].Addr().String() || len(got) != 2 {
+		t.Fatalf("address file %v; listeners %v and %v", got, lns[0].Addr(), lns[1].Addr())
+	}
+	if err := writeAddrFile("", lns[0], lns[1]); err != nil {
+		t.Fatalf("no --addr-file: %v", err)
+	}
+}
+
+// An address file that cannot be written is a runtime failure: whoever
+// asked for it would wait for it in vain.
+func TestServeUnwritableAddrFileExitsOne(t *testing.T) {
+	clearNoraEnv(t)
+	conf := writeFile(t, "config.toml", "[sidecar]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\n")
+	code, _, errOut := runCLI(t, "serve", "--config", conf, "--addr-file", filepath.Join(t.TempDir(), "no", "such", "dir", "a.json"))
+	if code != 1 || !strings.Contains(errOut, "addr-file") {
+		t.Fatalf("exit %d, stderr %q; want 1 naming --addr-file", code, errOut)
+	}
 }
 
 // TestProcessReloadAndShutdown runs the real binary: it serves, reloads on
@@ -163,19 +198,18 @@ func TestProcessReloadAndShutdown(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	admin := freeAddr(t)
-	conf := func(threshold int) string {
-		return fmt.Sprintf("[circuit_breaker]\nenabled = true\nfailure_threshold = %d\n[registries]\nenable = \"maven\"\n"+
-			"[maven]\nproxies = [\"http://maven-a.test/m2\"]\n[sidecar]\nlisten = %q\nadmin_listen = %q\n",
-			threshold, freeAddr(t), admin)
-	}
+	// Port 0: the process takes whatever the kernel gives it and says
+	// which in the address file.
+	conf := "[circuit_breaker]\nenabled = true\nfailure_threshold = 3\n[registries]\nenable = \"maven\"\n" +
+		"[maven]\nproxies = [\"http://maven-a.test/m2\"]\n[sidecar]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\n"
 	dir := t.TempDir()
 	path := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(path, []byte(conf(3)), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	addrFile := filepath.Join(dir, "addrs.json")
 	var logs bytes.Buffer
-	cmd := exec.Command(bin, "serve", "--config", path)
+	cmd := exec.Command(bin, "serve", "--config", path, "--addr-file", addrFile)
 	cmd.Stderr = &logs // read only after Wait returns
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -185,6 +219,14 @@ func TestProcessReloadAndShutdown(t *testing.T) {
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 	})
+	bound, err := listenaddr.WaitFile(addrFile, cmd.Process.Pid, 15*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(addrFile); err != nil || st.Mode().Perm() != 0o644 {
+		t.Fatalf("address file: %v, mode %v; want 0644", err, st.Mode().Perm())
+	}
+	admin := bound["admin"]
 	threshold := func() int {
 		resp, err := http.Get("http://" + admin + "/breakers")
 		if err != nil {
@@ -233,6 +275,24 @@ func TestProcessReloadAndShutdown(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("no exit within 30s of SIGTERM")
 	}
+	checkServingLine(t, logs.String(), bound)
+}
+
+// checkServingLine: the "nora-breaker serving" log line names the same
+// addresses as the address file.
+func checkServingLine(t *testing.T, logs string, bound map[string]string) {
+	t.Helper()
+	for _, line := range strings.Split(logs, "\n") {
+		var ev struct{ Message, Listen, Admin string }
+		if json.Unmarshal([]byte(line), &ev) != nil || ev.Message != "nora-breaker serving" {
+			continue
+		}
+		if ev.Listen != bound["listen"] || ev.Admin != bound["admin"] {
+			t.Fatalf("serving line has listen %q admin %q; address file %v", ev.Listen, ev.Admin, bound)
+		}
+		return
+	}
+	t.Fatalf("no \"nora-breaker serving\" line in:\n%s", logs)
 }
 
 func mustRead(t *testing.T, path string) string {

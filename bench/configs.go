@@ -58,16 +58,15 @@ proxy_timeout = 1
 proxy = "https://%[3]s:%[4]d"
 
 [sidecar]
-listen = %[5]q
-admin_listen = %[6]q
-ca_cert = %[7]q
-ca_key = %[8]q
-upstream_ca = %[9]q
+listen = "127.0.0.1:0"
+admin_listen = "127.0.0.1:0"
+ca_cert = %[5]q
+ca_key = %[6]q
+upstream_ca = %[7]q
 max_connections = 8000
-log_level = %[10]q
+log_level = %[8]q
 log_format = "json"
-`, up, loop(e.upHole), benchDomain, e.upHTTPS, n.listen, n.admin, e.caCert, e.caKey, e.upCertPath,
-		e.opts.logLevel)
+`, up, loop(e.upHole), benchDomain, e.upHTTPS, e.caCert, e.caKey, e.upCertPath, e.opts.logLevel)
 	b.WriteString(n.extra.sidecar)
 	hosts := make([]string, aliases)
 	for i := range hosts {

@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nora-breaker/nora-breaker/internal/listenaddr"
 )
 
 // env is everything the scenarios share: the work folder, the built proxy,
@@ -29,6 +32,9 @@ type env struct {
 
 	peers []peer
 	procs []*proc
+	// holds keep the ports of peers that cannot bind port 0 themselves
+	// (squid, tinyproxy) until the peers have stopped.
+	holds []*listenaddr.Hold
 }
 
 // peer is a running peer proxy (tinyproxy, squid).
@@ -77,23 +83,26 @@ func setup(o options) (*env, error) {
 	return e, nil
 }
 
+// startUpstream starts the upstream process on port 0 for each of its
+// listeners and reads the ports it got from its address file.
 func (e *env) startUpstream() error {
-	ports, err := freePorts(3)
-	if err != nil {
-		return err
-	}
-	e.upHTTP, e.upHTTPS, e.upHole = ports[0], ports[1], ports[2]
 	e.upCertPath = filepath.Join(e.dir, "upstream.pem")
+	addrFile := filepath.Join(e.dir, "upstream.addrs.json")
+	var err error
 	e.up, err = startProc("upstream", filepath.Join(e.dir, "upstream.log"), e.self, "upstream",
-		"--http", loop(e.upHTTP), "--https", loop(e.upHTTPS), "--blackhole", loop(e.upHole),
-		"--cert-out", e.upCertPath)
+		"--http", "127.0.0.1:0", "--https", "127.0.0.1:0", "--blackhole", "127.0.0.1:0",
+		"--cert-out", e.upCertPath, "--addr-file", addrFile)
 	if err != nil {
 		return err
 	}
 	e.procs = append(e.procs, e.up)
-	for _, p := range ports {
-		if err := waitListening(e.up, loop(p), 10*time.Second); err != nil {
-			return err
+	bound, err := listenaddr.WaitFile(addrFile, e.up.pid(), 10*time.Second)
+	if err != nil {
+		return fmt.Errorf("upstream: %w (see %s)", err, e.up.log.Name())
+	}
+	for name, port := range map[string]*int{"http": &e.upHTTP, "https": &e.upHTTPS, "blackhole": &e.upHole} {
+		if *port, err = portOf(bound[name]); err != nil {
+			return fmt.Errorf("upstream %s listener: %w", name, err)
 		}
 	}
 	e.upRoots, err = poolFrom(e.upCertPath)
@@ -122,15 +131,18 @@ func (e *env) startPeers() error {
 			}
 			return fmt.Errorf("%s not installed: run bash bench/setup.sh, or pass --no-peers", name)
 		}
-		ports, err := freePorts(1)
+		// squid and tinyproxy refuse port 0: each gets a port a Hold keeps
+		// bound (never released before the peer listens on it).
+		hold, err := listenaddr.NewHold()
 		if err != nil {
 			return err
 		}
-		p, err := e.startPeer(name, bin, ports[0])
+		e.holds = append(e.holds, hold)
+		p, err := e.startPeer(name, bin, hold.Port())
 		if err != nil {
 			return err
 		}
-		e.peers = append(e.peers, peer{name: name, url: "http://" + loop(ports[0]), proc: p})
+		e.peers = append(e.peers, peer{name: name, url: "http://" + hold.Addr(), proc: p})
 	}
 	return nil
 }
@@ -153,7 +165,7 @@ func (e *env) startPeer(name, bin string, port int) (*proc, error) {
 		return nil, err
 	}
 	e.procs = append(e.procs, p)
-	if err := waitListening(p, loop(port), 30*time.Second); err != nil {
+	if err := waitListening(p, "tcp", loop(port), 30*time.Second); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -165,6 +177,10 @@ func (e *env) close() {
 		e.procs[i].stop()
 	}
 	e.procs = nil
+	for _, h := range e.holds {
+		_ = h.Close()
+	}
+	e.holds = nil
 	if !e.opts.keep {
 		os.RemoveAll(e.dir)
 	}
@@ -185,33 +201,34 @@ type noraExtra struct{ sidecar, tables string }
 
 func (n *nora) url() string { return "http://" + n.listen }
 
-// startNora writes a fresh configuration (new ports; aliases extra host
-// names for the HTTPS upstream) and starts nora-breaker with it.
+// startNora writes a fresh configuration (aliases extra host names for the
+// HTTPS upstream) and starts nora-breaker with it on fresh ports.
 func (e *env) startNora(tag string, aliases int) (*nora, error) {
 	return e.startNoraWith(tag, aliases, noraExtra{})
 }
 
-// startNoraWith is startNora with extra configuration.
+// startNoraWith is startNora with extra configuration. The proxy binds port
+// 0 for both listeners and names what it got in its address file.
 func (e *env) startNoraWith(tag string, aliases int, extra noraExtra) (*nora, error) {
-	ports, err := freePorts(2)
-	if err != nil {
-		return nil, err
-	}
-	n := &nora{listen: loop(ports[0]), admin: loop(ports[1]), extra: extra}
+	n := &nora{extra: extra}
 	conf := filepath.Join(e.dir, "nora-"+tag+".toml")
 	if err := os.WriteFile(conf, []byte(e.noraConf(n, aliases)), 0o644); err != nil {
 		return nil, err
 	}
+	addrFile := filepath.Join(e.dir, "nora-"+tag+".addrs.json")
+	var err error
 	n.proc, err = startProc("nora-breaker", filepath.Join(e.dir, "nora-"+tag+".log"), e.noraBin,
-		"serve", "--config", conf)
+		"serve", "--config", conf, "--addr-file", addrFile)
 	if err != nil {
 		return nil, err
 	}
 	e.procs = append(e.procs, n.proc)
-	if err := waitListening(n.proc, n.listen, 15*time.Second); err != nil {
-		return nil, err
+	bound, err := listenaddr.WaitFile(addrFile, n.proc.pid(), 15*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("nora-breaker %s: %w (see %s)", tag, err, n.proc.log.Name())
 	}
-	return n, waitListening(n.proc, n.admin, 5*time.Second)
+	n.listen, n.admin = bound["listen"], bound["admin"]
+	return n, nil
 }
 
 // stopNora stops one proxy early (scenarios that need a fresh one).
@@ -253,6 +270,15 @@ func (e *env) holes() (int64, error) {
 }
 
 func loop(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
+
+// portOf is the port of a "host:port" address.
+func portOf(addr string) (int, error) {
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(p)
+}
 
 func poolFrom(path string) (*x509.CertPool, error) {
 	pem, err := os.ReadFile(path)

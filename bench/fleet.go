@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,8 +80,10 @@ func fleetName(size int, shared bool) string {
 	return fmt.Sprintf("%d processes, alone", size)
 }
 
-// startRedis starts redis-server on a loopback port (no persistence) and
-// returns its URL, or "" when it is not installed.
+// startRedis starts redis-server on a unix socket in the work folder (no
+// TCP port: redis-server cannot bind port 0, and a port reserved for it and
+// released could be taken first) without persistence, and returns its URL,
+// or "" when it is not installed.
 func (e *env) startRedis() (string, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -90,20 +91,17 @@ func (e *env) startRedis() (string, error) {
 			"(bash sharedstate/install-redis.sh installs it)")
 		return "", nil
 	}
-	ports, err := freePorts(1)
-	if err != nil {
-		return "", err
-	}
-	p, err := startProc("redis-server", filepath.Join(e.dir, "redis.log"), bin, "--port", strconv.Itoa(ports[0]),
-		"--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	sock := filepath.Join(e.dir, "redis.sock")
+	p, err := startProc("redis-server", filepath.Join(e.dir, "redis.log"), bin, "--port", "0",
+		"--unixsocket", sock, "--unixsocketperm", "700", "--save", "", "--appendonly", "no")
 	if err != nil {
 		return "", err
 	}
 	e.procs = append(e.procs, p)
-	if err := waitListening(p, loop(ports[0]), 10*time.Second); err != nil {
+	if err := waitListening(p, "unix", sock, 10*time.Second); err != nil {
 		return "", err
 	}
-	return "redis://" + loop(ports[0]) + "/0", nil
+	return "unix://" + sock + "?db=0", nil
 }
 
 // fleetRound starts a fresh fleet (its own Redis prefix, so no state from

@@ -86,14 +86,15 @@ func cleanEnv() []string {
 	return env
 }
 
-// waitListening polls addr until it accepts a TCP connection.
-func waitListening(p *proc, addr string, limit time.Duration) error {
+// waitListening polls addr until it accepts a connection (network "tcp"
+// or "unix").
+func waitListening(p *proc, network, addr string, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
 		if p != nil && p.exited() {
 			return fmt.Errorf("%s exited before listening on %s (see %s)", p.name, addr, p.log.Name())
 		}
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		c, err := net.DialTimeout(network, addr, 200*time.Millisecond)
 		if err == nil {
 			c.Close()
 			return nil
@@ -101,27 +102,6 @@ func waitListening(p *proc, addr string, limit time.Duration) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return fmt.Errorf("nothing listening on %s after %s", addr, limit)
-}
-
-// freePorts reserves n distinct loopback ports and releases them; the small
-// race with other programs is acceptable on a benchmark machine.
-func freePorts(n int) ([]int, error) {
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("free port: %w", err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // memStatus is a process's resident set size now and its peak, in bytes.

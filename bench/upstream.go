@@ -24,6 +24,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/nora-breaker/nora-breaker/internal/listenaddr"
 )
 
 // Body sizes the upstream serves: paths ending in "/big" get the large body,
@@ -53,6 +55,7 @@ func runUpstream(args []string) error {
 	httpsAddr := fs.String("https", "", "HTTPS listener (optional)")
 	holeAddr := fs.String("blackhole", "", "listener that accepts and never answers (optional)")
 	certOut := fs.String("cert-out", "", "write the HTTPS certificate (PEM, self-signed) here")
+	addrFile := fs.String("addr-file", "", `once every listener is bound, write {"http":…,"https":…,"blackhole":…} here`)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -69,6 +72,9 @@ func runUpstream(args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen http: %w", err)
 	}
+	// The harness starts us on port 0 and reads the ports we got from
+	// addrFile: it never reserves a port and hands it over.
+	bound := map[string]string{"http": ln.Addr().String()}
 	go func() { errc <- srv.Serve(ln) }()
 	if *httpsAddr != "" {
 		cert, err := selfSigned(*certOut)
@@ -81,6 +87,7 @@ func runUpstream(args []string) error {
 		if err != nil {
 			return fmt.Errorf("listen https: %w", err)
 		}
+		bound["https"] = tln.Addr().String()
 		go func() { errc <- tsrv.ServeTLS(tln, "", "") }()
 		defer tsrv.Close()
 	}
@@ -90,7 +97,13 @@ func runUpstream(args []string) error {
 			return fmt.Errorf("listen blackhole: %w", err)
 		}
 		defer hln.Close()
+		bound["blackhole"] = hln.Addr().String()
 		go u.blackhole(hln)
+	}
+	if *addrFile != "" {
+		if err := listenaddr.WriteFile(*addrFile, bound); err != nil {
+			return err
+		}
 	}
 	select {
 	case <-ctx.Done():

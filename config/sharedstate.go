@@ -2,6 +2,7 @@ package config
 
 import (
 	"net/url"
+	"path"
 	"regexp"
 	"strconv"
 	"strings"
@@ -30,16 +31,22 @@ func validateSharedState(s *Sidecar, at func(string) origin, probs *problems) {
 
 // sharedStateProblem says what is wrong with a shared_state URL, or "".
 func sharedStateProblem(raw string) string {
+	const usage = "must be a redis://host:port[/db], rediss://host:port[/db] or unix:///socket/path[?db=N] URL"
 	u, err := url.Parse(raw)
-	if err != nil {
-		return "must be a redis://host:port[/db] or rediss://host:port[/db] URL"
+	if err != nil || u.Opaque != "" {
+		return usage
 	}
-	if u.Opaque != "" {
-		return "must be a redis://host:port[/db] or rediss://host:port[/db] URL"
+	switch u.Scheme {
+	case "redis", "rediss":
+		return tcpSharedStateProblem(u)
+	case "unix":
+		return unixSharedStateProblem(u)
 	}
-	if u.Scheme != "redis" && u.Scheme != "rediss" {
-		return "scheme must be redis:// or rediss:// (got " + strconv.Quote(u.Scheme) + ")"
-	}
+	return "scheme must be redis://, rediss:// or unix:// (got " + strconv.Quote(u.Scheme) + ")"
+}
+
+// tcpSharedStateProblem checks a redis:// or rediss:// URL.
+func tcpSharedStateProblem(u *url.URL) string {
 	if u.Hostname() == "" {
 		return "must name a host, e.g. redis://redis.build.svc:6379/0"
 	}
@@ -48,10 +55,8 @@ func sharedStateProblem(raw string) string {
 			return "bad port " + strconv.Quote(p)
 		}
 	}
-	if db := strings.TrimPrefix(u.Path, "/"); db != "" {
-		if n, err := strconv.Atoi(db); err != nil || n < 0 {
-			return "path must be a database number such as /0"
-		}
+	if db := strings.TrimPrefix(u.Path, "/"); db != "" && !isDBNumber(db) {
+		return "path must be a database number such as /0"
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
 		return "must not have a query or fragment"
@@ -59,11 +64,38 @@ func sharedStateProblem(raw string) string {
 	return ""
 }
 
+// unixSharedStateProblem checks a unix:// URL: a Redis on the same host (or
+// in the same pod) reached through its socket file, as go-redis spells it.
+// The path is the socket, so the database number goes in ?db=N.
+func unixSharedStateProblem(u *url.URL) string {
+	if u.Host != "" {
+		return "a unix:// URL names a socket path, not a host, e.g. unix:///run/redis/redis.sock"
+	}
+	if !path.IsAbs(u.Path) || strings.HasSuffix(u.Path, "/") {
+		return "must name the socket's absolute path, e.g. unix:///run/redis/redis.sock"
+	}
+	if u.Fragment != "" || (u.RawQuery != "" && !isDBQuery(u.RawQuery)) {
+		return "a unix:// URL may only have ?db=N (a database number) after the path"
+	}
+	return ""
+}
+
+// isDBQuery reports whether a query is exactly db=<number>.
+func isDBQuery(q string) bool {
+	db, ok := strings.CutPrefix(q, "db=")
+	return ok && isDBNumber(db)
+}
+
+func isDBNumber(s string) bool {
+	n, err := strconv.Atoi(s)
+	return err == nil && n >= 0
+}
+
 // redactSharedState hides the password of a shared_state value (in the
 // user info or, wrongly placed, in the query) for error messages.
 func redactSharedState(s string) string {
 	s = redactURL(s)
-	if i := strings.IndexAny(s, "?#"); i >= 0 {
+	if i := strings.IndexAny(s, "?#"); i >= 0 && !isDBQuery(s[i+1:]) {
 		return s[:i] + "?***"
 	}
 	return s

@@ -135,7 +135,7 @@ type Sidecar struct {
 
 	MaxConnections int // default 4096
 
-	// SharedState is the Redis URL (redis:// or rediss://) through which a
+	// SharedState is the Redis URL (redis://, rediss:// or unix://) through which a
 	// fleet shares breaker state; "" = every process alone. It may carry a
 	// password: never log it (SharedStateDisplay redacts it).
 	SharedState string

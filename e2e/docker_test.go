@@ -27,10 +27,10 @@ func scenarioDir(t *testing.T, s suite) string {
 	return dir
 }
 
-// startDockerRegistry runs CNCF distribution on a loopback port, plain HTTP.
+// startDockerRegistry runs CNCF distribution on a loopback port it picks
+// itself (port 0), plain HTTP, and returns the address it got.
 func startDockerRegistry(t *testing.T, dir, name string) string {
 	t.Helper()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	cfg := filepath.Join(dir, name+".yml")
 	writeFile(t, cfg, fmt.Sprintf(`version: 0.1
 log:
@@ -39,9 +39,9 @@ storage:
   filesystem:
     rootdirectory: %s
 http:
-  addr: %s
-`, filepath.Join(dir, name+"-data"), addr))
-	startProc(t, dir, name, cleanEnv(), "docker-registry", "serve", cfg)
+  addr: 127.0.0.1:0
+`, filepath.Join(dir, name+"-data")))
+	addr := startProc(t, dir, name, cleanEnv(), "docker-registry", "serve", cfg).listening(t, 20*time.Second)
 	waitHTTP(t, "http://"+addr+"/v2/", 200, 20*time.Second)
 	return addr
 }

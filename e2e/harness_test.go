@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nora-breaker/nora-breaker/internal/listenaddr"
 )
 
 // suite holds what run.sh hands over: where scratch files go, where the
@@ -32,17 +33,6 @@ func loadSuite(t *testing.T) suite {
 		t.Skip("run through e2e/run.sh (E2E_WORK, E2E_TOOLS, E2E_BINARY unset)")
 	}
 	return s
-}
-
-// freePort asks the kernel for an unused loopback port.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // proc is a server process the test started; it is stopped by its PID.
@@ -109,6 +99,19 @@ func (p *proc) stop() {
 	}
 }
 
+// listening waits until the process (started on port 0) listens on one
+// loopback address and returns it. Servers bind port 0 themselves: a port
+// reserved by the test and released for the server could be taken by any
+// other program in between.
+func (p *proc) listening(t *testing.T, within time.Duration) string {
+	t.Helper()
+	addrs, err := listenaddr.WaitProcess(p.cmd.Process.Pid, 1, within)
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", p.name, err, tail(p.logText(), 2000))
+	}
+	return addrs[0]
+}
+
 // logText returns what the process has written so far.
 func (p *proc) logText() string {
 	b, _ := os.ReadFile(p.log)
@@ -125,19 +128,6 @@ func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) 
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// waitPort waits until something accepts TCP connections on addr.
-func waitPort(t *testing.T, addr string, within time.Duration) {
-	t.Helper()
-	waitFor(t, "port "+addr, within, func() bool {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err != nil {
-			return false
-		}
-		c.Close()
-		return true
-	})
 }
 
 // waitHTTP waits until url answers with the given status.

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -56,15 +55,13 @@ func mavenRepo(t *testing.T, dir, name, installed string) string {
 	return repo
 }
 
-// serveDir serves a folder with python3 -m http.server on a loopback port.
+// serveDir serves a folder with python3 -m http.server on a loopback port
+// it picks itself, and returns the address.
 func serveDir(t *testing.T, dir, name, root string) (string, *proc) {
 	t.Helper()
-	port := freePort(t)
 	p := startProc(t, dir, name, cleanEnv(), "python3", "-m", "http.server", "--protocol", "HTTP/1.1",
-		"--bind", "127.0.0.1", "--directory", root, strconv.Itoa(port))
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	waitPort(t, addr, 20*time.Second)
-	return addr, p
+		"--bind", "127.0.0.1", "--directory", root, "0")
+	return p.listening(t, 20*time.Second), p
 }
 
 // mavenEnv is the maven scenario: two repositories served from folders,
@@ -113,7 +110,7 @@ proxy_timeout = 5
 	writeFile(t, e.settings, fmt.Sprintf(`<settings>
   <mirrors><mirror><id>repo-a</id><mirrorOf>*</mirrorOf><url>http://maven-a.test:8082/</url></mirror></mirrors>
   <proxies><proxy><id>nora-breaker</id><active>true</active><protocol>http</protocol>
-    <host>127.0.0.1</host><port>%d</port></proxy></proxies>
+    <host>127.0.0.1</host><port>%s</port></proxy></proxies>
 </settings>
 `, e.n.proxyPort))
 	e.local = filepath.Join(e.dir, "m2")

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,13 +17,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nora-breaker/nora-breaker/internal/listenaddr"
 )
 
-// nora is one nora-breaker process started from the built binary.
+// nora is one nora-breaker process started from the built binary. It binds
+// port 0 for both listeners and reports what it got with --addr-file.
 type nora struct {
 	proc      *proc
 	proxyURL  string // http://127.0.0.1:P, what clients get as HTTP(S)_PROXY
-	proxyPort int
+	proxyPort string // P
 	admin     string
 	caPEM     string // interception CA certificate (from `ca init`)
 	bundle    string // system roots + interception CA, for Go clients' SSL_CERT_FILE
@@ -38,17 +42,16 @@ type noraOpts struct {
 }
 
 // startNora makes an interception CA with `nora-breaker ca init`, writes the
-// config, starts the proxy and waits until /ready answers 200.
+// config, starts the proxy, reads the addresses it bound from its address
+// file and waits until /ready answers 200.
 func startNora(t *testing.T, s suite, dir string, o noraOpts) *nora {
 	t.Helper()
 	caDir := filepath.Join(dir, "nora-ca")
 	if out, err := exec.Command(s.binary, "ca", "init", "--out", caDir).CombinedOutput(); err != nil {
 		t.Fatalf("ca init: %v\n%s", err, out)
 	}
-	n := &nora{proxyPort: freePort(t), caPEM: filepath.Join(caDir, "ca.pem"),
+	n := &nora{caPEM: filepath.Join(caDir, "ca.pem"),
 		c: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}}
-	n.proxyURL = fmt.Sprintf("http://127.0.0.1:%d", n.proxyPort)
-	n.admin = fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
 	n.bundle = filepath.Join(dir, "roots-plus-nora-ca.pem")
 	system, _ := os.ReadFile("/etc/ssl/certs/ca-certificates.crt")
 	ca, err := os.ReadFile(n.caPEM)
@@ -59,7 +62,7 @@ func startNora(t *testing.T, s suite, dir string, o noraOpts) *nora {
 
 	var b strings.Builder
 	b.WriteString(o.formats)
-	fmt.Fprintf(&b, "\n[sidecar]\nlisten = %q\nadmin_listen = %q\n", n.proxyURL[len("http://"):], n.admin[len("http://"):])
+	b.WriteString("\n[sidecar]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\n")
 	fmt.Fprintf(&b, "ca_cert = %q\nca_key = %q\n", n.caPEM, filepath.Join(caDir, "ca-key.pem"))
 	if o.upstreamCA != "" {
 		fmt.Fprintf(&b, "upstream_ca = %q\n", o.upstreamCA)
@@ -83,7 +86,17 @@ func startNora(t *testing.T, s suite, dir string, o noraOpts) *nora {
 	if out, err := exec.Command(s.binary, "check-config", "--config", cfg).CombinedOutput(); err != nil {
 		t.Fatalf("check-config: %v\n%s\n%s", err, out, b.String())
 	}
-	n.proc = startProc(t, dir, "nora-breaker", cleanEnv(), s.binary, "serve", "--config", cfg)
+	addrFile := filepath.Join(dir, "nora-breaker.addrs.json")
+	if err := os.Remove(addrFile); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	n.proc = startProc(t, dir, "nora-breaker", cleanEnv(), s.binary, "serve", "--config", cfg, "--addr-file", addrFile)
+	bound, err := listenaddr.WaitFile(addrFile, n.proc.cmd.Process.Pid, 20*time.Second)
+	if err != nil {
+		t.Fatalf("nora-breaker: %v\n%s", err, tail(n.proc.logText(), 3000))
+	}
+	n.proxyURL, n.admin = "http://"+bound["listen"], "http://"+bound["admin"]
+	_, n.proxyPort, _ = net.SplitHostPort(bound["listen"])
 	waitHTTP(t, n.admin+"/ready", 200, 20*time.Second)
 	t.Cleanup(func() {
 		if t.Failed() {

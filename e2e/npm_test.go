@@ -14,9 +14,10 @@ import (
 	"time"
 )
 
-// startVerdaccio runs verdaccio 6 (installed by run.sh) on addr with no
-// uplinks, so it only serves what was published to it.
-func startVerdaccio(t *testing.T, s suite, dir, addr string) *proc {
+// startVerdaccio runs verdaccio 6 (installed by run.sh) with no uplinks, so
+// it only serves what was published to it, on a loopback port it picks
+// itself; it returns the process and the address it got.
+func startVerdaccio(t *testing.T, s suite, dir string) (*proc, string) {
 	t.Helper()
 	cfg := filepath.Join(dir, "verdaccio.yaml")
 	writeFile(t, cfg, fmt.Sprintf(`storage: %s
@@ -31,13 +32,14 @@ packages:
     publish: $authenticated
 web:
   enable: false
-listen: %s
+listen: 127.0.0.1:0
 log: { type: stdout, format: pretty, level: http }
-`, filepath.Join(dir, "verdaccio-storage"), filepath.Join(dir, "htpasswd"), addr))
+`, filepath.Join(dir, "verdaccio-storage"), filepath.Join(dir, "htpasswd")))
 	p := startProc(t, dir, "verdaccio", cleanEnv("HOME="+dir),
 		filepath.Join(s.work, "verdaccio", "node_modules", ".bin", "verdaccio"), "--config", cfg)
+	addr := p.listening(t, 60*time.Second)
 	waitHTTP(t, "http://"+addr+"/-/ping", 200, 60*time.Second)
-	return p
+	return p, addr
 }
 
 // verdaccioToken adds a user through the CouchDB user API and returns its token.
@@ -87,8 +89,7 @@ type npmEnv struct {
 func setupNpm(t *testing.T, s suite, reset time.Duration) *npmEnv {
 	t.Helper()
 	e := &npmEnv{s: s, dir: scenarioDir(t, s)}
-	e.vAddr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	e.verdaccio = startVerdaccio(t, s, e.dir, e.vAddr)
+	e.verdaccio, e.vAddr = startVerdaccio(t, s, e.dir)
 	token := verdaccioToken(t, e.vAddr)
 	publishNpm(t, e.dir, e.vAddr, token, "e2e-hello")
 	publishNpm(t, e.dir, e.vAddr, token, "e2e-never-fetched")
@@ -178,7 +179,9 @@ func TestNpm(t *testing.T) {
 		t.Fatalf("failing install took %v; want seconds", fail.wall)
 	}
 
-	startVerdaccio(t, e.s, e.dir, e.vAddr)
+	// Back on whatever port it got this time; the front follows it.
+	_, e.vAddr = startVerdaccio(t, e.s, e.dir)
+	e.fr.retarget(e.vAddr)
 	b.oneProbe(t, 0, func() { e.mustInstall(t, "e2e-never-fetched") })
 	summary("npm install", "verdaccio stopped, then restarted",
 		fmt.Sprintf("fresh install from stale copies ok (%.2fs); no stale copy: 503 in %.2fs; back after 1 probe",

@@ -92,12 +92,13 @@ func (ca *originCA) serverTLS(t *testing.T, hosts ...string) *tls.Config {
 // the origin is gone it drops the connection without an answer, as a dead
 // server would.
 type front struct {
-	name  string
-	addr  string
-	conns atomic.Int64
-	reqs  atomic.Int64
-	mu    sync.Mutex
-	paths []string
+	name   string
+	addr   string
+	origin atomic.Pointer[string] // host:port the reverse proxy forwards to
+	conns  atomic.Int64
+	reqs   atomic.Int64
+	mu     sync.Mutex
+	paths  []string
 }
 
 // newFront serves h (or a reverse proxy to target when h is nil) on a
@@ -110,7 +111,15 @@ func newFront(t *testing.T, name, target string, h http.Handler, tlsCfg *tls.Con
 		if err != nil {
 			t.Fatal(err)
 		}
+		f.origin.Store(&u.Host)
 		rp := httputil.NewSingleHostReverseProxy(u)
+		// An origin restarted on a new port (it binds port 0) is found
+		// through retarget; the path and Host handling stay the stock ones.
+		director := rp.Director
+		rp.Director = func(r *http.Request) {
+			director(r)
+			r.URL.Host = *f.origin.Load()
+		}
 		rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) {
 			if hj, ok := w.(http.Hijacker); ok {
 				if c, _, err := hj.Hijack(); err == nil {
@@ -155,6 +164,10 @@ func newFront(t *testing.T, name, target string, h http.Handler, tlsCfg *tls.Con
 	t.Cleanup(func() { srv.Close() })
 	return f
 }
+
+// retarget sends the front's later requests to the origin at hostport (an
+// origin that came back on another port).
+func (f *front) retarget(hostport string) { f.origin.Store(&hostport) }
 
 // seen is the front's counters as "name=Nreq/Mconn".
 func (f *front) seen() string {

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -50,7 +49,7 @@ func buildWheel(t *testing.T) []byte {
 }
 
 // startPyIndex lays out a PEP 503 index in dir/name and serves it with
-// python3 -m http.server; it returns the server's address.
+// python3 -m http.server on a port it picks itself; it returns the address.
 func startPyIndex(t *testing.T, dir, name string, wheel []byte) string {
 	t.Helper()
 	root := filepath.Join(dir, name)
@@ -59,10 +58,8 @@ func startPyIndex(t *testing.T, dir, name string, wheel []byte) string {
 	writeFile(t, filepath.Join(root, "simple", "e2e-hello", "index.html"), fmt.Sprintf(
 		"<!DOCTYPE html>\n<html><body>\n<a href=\"../../packages/%s#sha256=%s\">%s</a>\n</body></html>\n",
 		wheelName, hex.EncodeToString(sum[:]), wheelName))
-	port := freePort(t)
-	startProc(t, dir, name, cleanEnv(), "python3", "-m", "http.server", "--protocol", "HTTP/1.1",
-		"--bind", "127.0.0.1", "--directory", root, strconv.Itoa(port))
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	addr := startProc(t, dir, name, cleanEnv(), "python3", "-m", "http.server", "--protocol", "HTTP/1.1",
+		"--bind", "127.0.0.1", "--directory", root, "0").listening(t, 20*time.Second)
 	waitHTTP(t, "http://"+addr+"/simple/e2e-hello/", 200, 20*time.Second)
 	return addr
 }

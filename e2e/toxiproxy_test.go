@@ -5,11 +5,10 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 )
@@ -20,20 +19,21 @@ type toxiproxy struct {
 	c   *http.Client
 }
 
-// startToxiproxy starts the toxiproxy server installed by run.sh.
+// startToxiproxy starts the toxiproxy server installed by run.sh on port 0
+// and finds its API's port in /proc (the server only logs "127.0.0.1:0").
 func startToxiproxy(t *testing.T, s suite, dir string) *toxiproxy {
 	t.Helper()
-	port := freePort(t)
-	startProc(t, dir, "toxiproxy", cleanEnv(), filepath.Join(s.tools, "toxiproxy-server"),
-		"-host", "127.0.0.1", "-port", strconv.Itoa(port))
-	tp := &toxiproxy{api: fmt.Sprintf("http://127.0.0.1:%d", port),
+	p := startProc(t, dir, "toxiproxy", cleanEnv(), filepath.Join(s.tools, "toxiproxy-server"),
+		"-host", "127.0.0.1", "-port", "0")
+	tp := &toxiproxy{api: "http://" + p.listening(t, 20*time.Second),
 		c: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}}
 	waitHTTP(t, tp.api+"/version", 200, 20*time.Second)
 	return tp
 }
 
-// call sends one API request and fails the test on an unexpected status.
-func (tp *toxiproxy) call(t *testing.T, method, path string, body any) {
+// call sends one API request, fails the test on an unexpected status and
+// returns the answer's body.
+func (tp *toxiproxy) call(t *testing.T, method, path string, body any) []byte {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -51,16 +51,23 @@ func (tp *toxiproxy) call(t *testing.T, method, path string, body any) {
 	if resp.StatusCode >= 300 {
 		t.Fatalf("toxiproxy %s %s: %d %s", method, path, resp.StatusCode, msg)
 	}
+	return msg
 }
 
-// proxy creates a toxiproxy listener on a free loopback port forwarding to
-// upstream and returns its address.
+// proxy creates a toxiproxy listener forwarding to upstream and returns its
+// address. Toxiproxy binds port 0 itself and answers with the address it
+// got, already listening.
 func (tp *toxiproxy) proxy(t *testing.T, name, upstream string) string {
 	t.Helper()
-	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	tp.call(t, "POST", "/proxies", map[string]any{"name": name, "listen": listen, "upstream": upstream, "enabled": true})
-	waitPort(t, listen, 10*time.Second)
-	return listen
+	body := tp.call(t, "POST", "/proxies", map[string]any{"name": name, "listen": "127.0.0.1:0", "upstream": upstream, "enabled": true})
+	var created struct{ Listen string }
+	if err := json.Unmarshal(body, &created); err != nil {
+		t.Fatalf("toxiproxy create %s: %v: %s", name, err, body)
+	}
+	if host, port, err := net.SplitHostPort(created.Listen); err != nil || host != "127.0.0.1" || port == "0" {
+		t.Fatalf("toxiproxy create %s: listens on %q, want a loopback port", name, created.Listen)
+	}
+	return created.Listen
 }
 
 // addToxic installs a toxic on both directions' upstream side of a proxy.

@@ -24,6 +24,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/config"
 	"github.com/nora-breaker/nora-breaker/internal/fakeclock"
+	"github.com/nora-breaker/nora-breaker/internal/listenaddr"
 )
 
 // fakeClock is the injected clock: tests move time with Advance instead of
@@ -228,16 +229,17 @@ func writeUpstreamCA(t testing.TB, srv *httptest.Server) string {
 	return path
 }
 
-// closedPort returns a loopback address nobody listens on (connection refused).
+// closedPort returns a loopback address nobody listens on (connection
+// refused). The port stays held, not listening, until the test ends: a port
+// closed and handed on could be taken by another test package's server.
 func closedPort(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	h, err := listenaddr.NewHold()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	t.Cleanup(func() { _ = h.Close() })
+	return h.Addr()
 }
 
 func pemEncodeCert(buf *bytes.Buffer, der []byte) error {

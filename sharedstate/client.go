@@ -23,8 +23,8 @@ import (
 
 // Options configures New. Zero values are noted per field.
 type Options struct {
-	// URL is redis://[user:pass@]host:port[/db] or rediss://… for TLS;
-	// required.
+	// URL is redis://[user:pass@]host:port[/db], rediss://… for TLS, or
+	// unix://[user:pass@]/socket/path[?db=N]; required.
 	URL string
 	// Password, when not empty, replaces the URL's password (it comes from
 	// NORA_SIDECAR_SHARED_STATE_PASSWORD, typically a Kubernetes secret).
@@ -123,7 +123,7 @@ func redisOptions(opts Options) (*redis.Options, error) {
 	ro, err := redis.ParseURL(opts.URL)
 	if err != nil {
 		// go-redis errors may quote the URL; never repeat it (password).
-		return nil, errors.New("sharedstate: shared_state is not a valid redis:// or rediss:// URL")
+		return nil, errors.New("sharedstate: shared_state is not a valid redis://, rediss:// or unix:// URL")
 	}
 	if opts.Password != "" {
 		ro.Password = opts.Password

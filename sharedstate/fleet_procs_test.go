@@ -3,20 +3,20 @@ package sharedstate
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nora-breaker/nora-breaker/internal/listenaddr"
 )
 
 // The process fleet's breaker settings. reset_timeout is whole seconds in
@@ -54,23 +54,15 @@ func newDeadUpstream(t *testing.T) *deadUpstream { return newUpstreamWithNodeHea
 // key is the npm breaker key of the upstream (<format>:<url>, docs/behaviour.md §3).
 func (u *deadUpstream) key() string { return "npm:" + u.srv.URL }
 
-// proxyProc is one nora-breaker process of the fleet.
+// proxyProc is one nora-breaker process of the fleet. It binds port 0 for
+// both listeners and reports the addresses it got in addrFile.
 type proxyProc struct {
-	name, listen, admin, logPath string
-	cmd                          *exec.Cmd
-	done                         chan struct{}
-	client, adminClient          *http.Client
-	up                           *deadUpstream
-}
-
-func freeLoopbackPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	name, logPath, addrFile string
+	listen, admin           string // as bound, from addrFile
+	cmd                     *exec.Cmd
+	done                    chan struct{}
+	client, adminClient     *http.Client
+	up                      *deadUpstream
 }
 
 // procConfig is one process's configuration: npm with the dead upstream
@@ -80,8 +72,7 @@ func procConfig(p *proxyProc, redisURL string) string {
 	fmt.Fprintf(&b, "[circuit_breaker]\nenabled = true\nfailure_threshold = %d\nreset_timeout = %d\n\n",
 		procThreshold, int(procReset.Seconds()))
 	fmt.Fprintf(&b, "[registries]\nenable = [\"npm\"]\n\n[npm]\nproxy = %q\nproxy_timeout = 5\n\n", p.up.srv.URL)
-	fmt.Fprintf(&b, "[sidecar]\nlisten = %q\nadmin_listen = %q\nlog_level = \"info\"\nlog_format = \"json\"\n",
-		p.listen, p.admin)
+	b.WriteString("[sidecar]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\nlog_level = \"info\"\nlog_format = \"json\"\n")
 	if redisURL != "" {
 		fmt.Fprintf(&b, "shared_state = %q\nshared_state_prefix = \"fleet-test\"\n", redisURL)
 	}
@@ -97,11 +88,8 @@ func startProcFleet(t *testing.T, bin string, count int, u *deadUpstream, redisU
 	fleet := make([]*proxyProc, count)
 	for i := range fleet {
 		p := &proxyProc{name: fmt.Sprintf("proc-%d", i), up: u, done: make(chan struct{}),
-			listen:      "127.0.0.1:" + strconv.Itoa(freeLoopbackPort(t)),
-			admin:       "127.0.0.1:" + strconv.Itoa(freeLoopbackPort(t)),
+			addrFile:    filepath.Join(dir, fmt.Sprintf("proc-%d.addrs.json", i)),
 			adminClient: &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil}}}
-		proxyURL := &url.URL{Scheme: "http", Host: p.listen}
-		p.client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL)}}
 		conf := filepath.Join(dir, p.name+".toml")
 		if err := os.WriteFile(conf, []byte(procConfig(p, redisURL)), 0o600); err != nil {
 			t.Fatal(err)
@@ -111,6 +99,7 @@ func startProcFleet(t *testing.T, bin string, count int, u *deadUpstream, redisU
 		fleet[i] = p
 	}
 	for _, p := range fleet {
+		p.bound(t)
 		eventually(t, 15*time.Second, p.name+" answers /ready", func() bool {
 			resp, err := p.adminClient.Get("http://" + p.admin + "/ready")
 			if err == nil {
@@ -128,7 +117,7 @@ func (p *proxyProc) start(t *testing.T, bin, conf string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.cmd = exec.Command(bin, "serve", "--config", conf)
+	p.cmd = exec.Command(bin, "serve", "--config", conf, "--addr-file", p.addrFile)
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	// The generated file is the whole configuration.
 	p.cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
@@ -154,6 +143,19 @@ func (p *proxyProc) start(t *testing.T, bin, conf string) {
 			t.Logf("%s log (last 3000 bytes):\n%s", p.name, log[max(len(log)-3000, 0):])
 		}
 	})
+}
+
+// bound waits for the process's address file and points the clients at
+// the addresses it names.
+func (p *proxyProc) bound(t *testing.T) {
+	t.Helper()
+	addrs, err := listenaddr.WaitFile(p.addrFile, p.cmd.Process.Pid, 15*time.Second)
+	if err != nil {
+		t.Fatalf("%s: %v", p.name, err)
+	}
+	p.listen, p.admin = addrs["listen"], addrs["admin"]
+	proxyURL := &url.URL{Scheme: "http", Host: p.listen}
+	p.client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL)}}
 }
 
 // answer is what one request through a process met.
@@ -287,14 +289,4 @@ func (tr *traffic) end() []answer {
 	close(tr.stop)
 	tr.wg.Wait()
 	return tr.out
-}
-
-// runFor keeps the traffic going for d: a measurement window, never a wait
-// for a state.
-func (tr *traffic) runFor(d time.Duration) []answer {
-	select {
-	case <-time.After(d):
-	case <-tr.stop:
-	}
-	return tr.end()
 }

@@ -34,9 +34,9 @@ func TestProcessFleetWithoutSharedStateLearnsThreeTimes(t *testing.T) {
 
 // With shared state the fleet learns the outage once, probes it once per
 // reset_timeout, and every process recovers within a second of the probe's
-// success.
+// success. Redis is on TCP here (redis://), on a unix socket elsewhere.
 func TestProcessFleetLearnsOnceProbesOnceRecoversTogether(t *testing.T) {
-	r := startRedis(t)
+	r := startRedisTCP(t)
 	bin := buildBinary(t)
 	u := newDeadUpstream(t)
 	fleet := startProcFleet(t, bin, 3, u, r.url())
@@ -51,9 +51,16 @@ func TestProcessFleetLearnsOnceProbesOnceRecoversTogether(t *testing.T) {
 	waitAll(t, fleet[1:], 2*time.Second, "the open reaches the other processes",
 		func(p *proxyProc) bool { return p.state(t) == "open" })
 	t.Logf("open seen by every process %v after the last failure", time.Since(lastFailure).Round(time.Millisecond))
+	// Until reset_timeout has passed since the last failure nothing may
+	// reach the upstream; a request sent later is rightly a probe, which a
+	// busy machine can get to before the ten are through.
 	for i, p := range fleet[1:] {
 		for range 10 {
-			if a := p.get(i + 1); a.err != nil || !a.rejected {
+			a := p.get(i + 1)
+			if a.at.After(lastFailure.Add(procReset - 50*time.Millisecond)) {
+				break
+			}
+			if a.err != nil || !a.rejected {
 				t.Fatalf("%s: status %d, err %v; want the proxy's own 503", p.name, a.status, a.err)
 			}
 		}
@@ -64,41 +71,52 @@ func TestProcessFleetLearnsOnceProbesOnceRecoversTogether(t *testing.T) {
 	}
 	t.Logf("with shared state: %d requests reached the dead upstream while the fleet learned", u.count())
 
-	// Traffic through all three for three and a half periods: one probe
-	// per reset_timeout for the whole fleet.
-	window := 3*procReset + procReset/2
-	for _, a := range spread(fleet).runFor(window) {
+	// Traffic through all three until the fleet has probed three times:
+	// one probe per reset_timeout for the whole fleet. How long that takes
+	// depends on how busy the machine is, so the test waits for the probes
+	// (generously) and then checks when each one came.
+	t.Logf("traffic through the fleet starts %v after the last failure", time.Since(lastFailure).Round(time.Millisecond))
+	tr := spread(fleet)
+	eventually(t, 3*procReset+15*time.Second, "three probes through the fleet",
+		func() bool { return u.count() >= procThreshold+3 })
+	for _, a := range tr.end() {
 		if a.err != nil || a.status != 503 {
 			t.Fatalf("proc-%d: status %d, err %v during the outage", a.proc, a.status, a.err)
 		}
 	}
 	probes := u.all()[procThreshold:]
-	checkOneProbePerPeriod(t, lastFailure, probes, window)
+	checkOneProbePerPeriod(t, lastFailure, probes, time.Since(lastFailure))
 
 	recoverTogether(t, fleet, u)
 }
 
 // checkOneProbePerPeriod: after the last learning failure, each upstream
-// hit comes one reset_timeout after the previous one (never two in one
-// period, never a period skipped).
+// hit comes one reset_timeout after the previous one: never two in one
+// period (no gap shorter than reset_timeout), never a period skipped (no gap
+// of two). How late within its period a probe comes depends on the machine
+// (the probe lease is a Redis command with a 500 ms timeout): with both CPUs
+// saturated a first probe came 1.5 s after the failure, which the upper
+// bound this test once had (reset_timeout + 400 ms) took for a fault.
 func checkOneProbePerPeriod(t *testing.T, last time.Time, probes []hit, window time.Duration) {
 	t.Helper()
 	nodes := make([]string, len(probes))
+	gaps := make([]time.Duration, len(probes))
 	for i, h := range probes {
 		nodes[i] = h.node
+		gaps[i] = h.at.Sub(last).Round(time.Millisecond)
+		last = h.at
 	}
-	t.Logf("%d probes in %v of traffic, sent by %v", len(probes), window, nodes)
+	t.Logf("%d probes in the %v since the last learning failure, sent by %v, each after the previous failure by %v",
+		len(probes), window.Round(time.Millisecond), nodes, gaps)
 	if len(probes) < 3 || len(probes) > int(window/procReset)+1 {
 		t.Fatalf("%d probes reached the dead upstream in %v, want one per reset_timeout (%v)",
 			len(probes), window, procReset)
 	}
-	for i, h := range probes {
-		gap := h.at.Sub(last)
-		if gap < procReset-50*time.Millisecond || gap > procReset+400*time.Millisecond {
-			t.Fatalf("probe %d (through %s) came %v after the previous failure, want about %v",
-				i, h.node, gap, procReset)
+	for i, gap := range gaps {
+		if gap < procReset-50*time.Millisecond || gap >= 2*procReset {
+			t.Fatalf("probe %d (through %s) came %v after the previous failure, want one per %v",
+				i, nodes[i], gap, procReset)
 		}
-		last = h.at
 	}
 }
 
@@ -145,7 +163,7 @@ func recoverTogether(t *testing.T, fleet []*proxyProc, u *deadUpstream) {
 const maxRedisLatency = 250 * time.Millisecond
 
 // Redis frozen, then killed mid-way: no request fails or slows, /health
-// says shared_state "down"; Redis restarted on the same port: the fleet
+// says shared_state "down"; Redis restarted on the same socket: the fleet
 // shares state again (a new open on one process reaches the others).
 func TestProcessFleetSurvivesRedisLoss(t *testing.T) {
 	r := startRedis(t)

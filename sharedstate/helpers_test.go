@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -18,19 +19,49 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nora-breaker/nora-breaker/breakerstate"
+	"github.com/nora-breaker/nora-breaker/internal/listenaddr"
 )
 
-// redisServer is a real redis-server on 127.0.0.1, owned by one test.
+// redisServer is a real redis-server owned by one test, reached through a
+// unix socket in the test's folder (no TCP port at all), or on a loopback
+// port that a listenaddr.Hold keeps for the whole test, so a restart comes
+// back on the same address without anyone else taking it in between.
 type redisServer struct {
 	t    *testing.T
 	bin  string
-	port int
+	sock string           // unix socket path, or ""
+	hold *listenaddr.Hold // held TCP port when sock is ""
 	cmd  *exec.Cmd
 }
 
-// startRedis starts redis-server on a free loopback port. Without the
-// binary the test is skipped, unless CI is set: CI must run these tests.
+// startRedis starts redis-server on a unix socket. Without the binary the
+// test is skipped, unless CI is set: CI must run these tests.
 func startRedis(t *testing.T) *redisServer {
+	t.Helper()
+	r := &redisServer{t: t, bin: redisBinary(t), sock: socketPath(t, "redis.sock")}
+	r.start()
+	t.Cleanup(r.kill)
+	return r
+}
+
+// startRedisTCP starts redis-server on a held loopback port, so that the
+// redis:// path (TCP dial, config validation) is exercised too. redis-server
+// cannot bind port 0 itself (--port 0 turns TCP off).
+func startRedisTCP(t *testing.T) *redisServer {
+	t.Helper()
+	bin := redisBinary(t)
+	h, err := listenaddr.NewHold()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	r := &redisServer{t: t, bin: bin, hold: h}
+	r.start()
+	t.Cleanup(r.kill) // runs before the hold is let go
+	return r
+}
+
+func redisBinary(t *testing.T) string {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -39,32 +70,50 @@ func startRedis(t *testing.T) *redisServer {
 		}
 		t.Skip("redis-server not installed (sharedstate/install-redis.sh installs it); skipping the fleet tests")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	return bin
+}
+
+// socketPath is a path for a unix socket in a fresh folder of the test.
+// Socket paths are limited to 107 bytes; a long TMPDIR gets a short folder.
+func socketPath(t *testing.T, name string) string {
+	t.Helper()
+	if p := filepath.Join(t.TempDir(), name); len(p) < 100 {
+		return p
+	}
+	dir, err := os.MkdirTemp("/tmp", "nb-sock-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	r := &redisServer{t: t, bin: bin, port: port}
-	r.start()
-	t.Cleanup(r.kill)
-	return r
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return filepath.Join(dir, name)
 }
 
-func (r *redisServer) url() string { return "redis://127.0.0.1:" + strconv.Itoa(r.port) + "/0" }
+func (r *redisServer) url() string {
+	if r.sock != "" {
+		return "unix://" + r.sock + "?db=0"
+	}
+	return "redis://" + r.hold.Addr() + "/0"
+}
 
-// start launches the server (again, on the same port) and waits until it
-// accepts connections.
+// start launches the server (again, on the same socket or port) and waits
+// until it accepts connections.
 func (r *redisServer) start() {
 	r.t.Helper()
-	r.cmd = exec.Command(r.bin, "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--logfile", "")
+	network, addr := "unix", r.sock
+	args := []string{"--save", "", "--appendonly", "no", "--logfile", ""}
+	if r.sock != "" {
+		args = append(args, "--port", "0", "--unixsocket", r.sock, "--unixsocketperm", "700")
+	} else {
+		network, addr = "tcp", r.hold.Addr()
+		args = append(args, "--port", strconv.Itoa(r.hold.Port()), "--bind", "127.0.0.1")
+	}
+	r.cmd = exec.Command(r.bin, args...)
 	r.cmd.Stdout, r.cmd.Stderr = nil, nil
 	if err := r.cmd.Start(); err != nil {
 		r.t.Fatalf("start redis-server: %v", err)
 	}
-	eventually(r.t, 5*time.Second, "redis-server accepts connections", func() bool {
-		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(r.port), 100*time.Millisecond)
+	eventually(r.t, 10*time.Second, "redis-server accepts connections", func() bool {
+		c, err := net.DialTimeout(network, addr, 100*time.Millisecond)
 		if err == nil {
 			_ = c.Close()
 		}

@@ -158,9 +158,9 @@ func TestFleetLateJoinerReadsState(t *testing.T) {
 	}
 }
 
-// Manual modes from the admin API reach every pod.
+// Manual modes from the admin API reach every pod (Redis on TCP here).
 func TestFleetForcePropagates(t *testing.T) {
-	r := startRedis(t)
+	r := startRedisTCP(t)
 	u := newUpstream(t)
 	nodes := fleet(t, 3, u, r.url())
 	waitUp(t, nodes, true)

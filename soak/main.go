@@ -13,15 +13,15 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/nora-breaker/nora-breaker/internal/listenaddr"
 )
 
 // options of one soak run.
@@ -70,6 +70,7 @@ type env struct {
 	secondary []string
 	toxi      *toxi
 	toxNames  []string
+	holds     []*listenaddr.Hold // the primaries' toxiproxy ports
 	targets   []target
 	secNames  map[string]bool
 }
@@ -90,15 +91,9 @@ func (e *env) close() {
 	for _, f := range e.fakes {
 		f.close()
 	}
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+	for _, h := range e.holds {
+		_ = h.Close()
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }
 
 // startProc starts a child process (its own process group, output to log).
@@ -132,16 +127,18 @@ func upstreamPath(format string) string {
 // setup starts the fakes, toxiproxy and nora-breaker.
 func setup(ctx context.Context, o options) (*env, error) {
 	e := &env{secNames: map[string]bool{}}
-	toxAPI, err := freeAddr()
-	if err != nil {
-		return e, err
-	}
-	cmd, err := startProc(o.work, o.toxiproxy, "-host", "127.0.0.1", "-port", strings.Split(toxAPI, ":")[1])
+	// Toxiproxy's API binds port 0; its log only says "127.0.0.1:0", so the
+	// port it got is read from /proc.
+	cmd, err := startProc(o.work, o.toxiproxy, "-host", "127.0.0.1", "-port", "0")
 	if err != nil {
 		return e, err
 	}
 	e.procs = append(e.procs, cmd)
-	e.toxi = &toxi{api: "http://" + toxAPI, client: &http.Client{Timeout: 5 * time.Second}}
+	api, err := listenaddr.WaitProcess(cmd.Process.Pid, 1, 10*time.Second)
+	if err != nil {
+		return e, fmt.Errorf("toxiproxy: %w", err)
+	}
+	e.toxi = &toxi{api: "http://" + api[0], client: &http.Client{Timeout: 5 * time.Second}}
 	if err := e.toxi.waitReady(ctx); err != nil {
 		return e, err
 	}
@@ -156,10 +153,16 @@ func setup(ctx context.Context, o options) (*env, error) {
 			return e, err
 		}
 		e.fakes = append(e.fakes, a, b)
-		listen, err := freeAddr()
+		// The "refused" fault disables the toxiproxy proxy, which closes
+		// its listener and opens it again on the same port when healed. A
+		// Hold keeps the port for the whole run, so nothing else can take
+		// it in between and refused means nothing listening.
+		hold, err := listenaddr.NewHold()
 		if err != nil {
 			return e, err
 		}
+		e.holds = append(e.holds, hold)
+		listen := hold.Addr()
 		name := f + "-primary"
 		if err := e.toxi.create(ctx, name, listen, a.addr); err != nil {
 			return e, err
@@ -182,16 +185,9 @@ func setup(ctx context.Context, o options) (*env, error) {
 	return e, startProxy(ctx, o, e, urls)
 }
 
-// startProxy writes the config and starts nora-breaker.
+// startProxy writes the config and starts nora-breaker on port 0; it
+// reports the addresses it bound with --addr-file.
 func startProxy(ctx context.Context, o options, e *env, urls map[string][2]string) error {
-	listen, err := freeAddr()
-	if err != nil {
-		return err
-	}
-	admin, err := freeAddr()
-	if err != nil {
-		return err
-	}
 	staleLine := ""
 	if o.stale {
 		staleLine = fmt.Sprintf("stale_dir = %q\n", filepath.Join(o.work, "stale"))
@@ -219,23 +215,31 @@ proxy_timeout = 1
 proxies = [%q, %q]
 proxy_timeout = 1
 [sidecar]
-listen = %q
-admin_listen = %q
+listen = "127.0.0.1:0"
+admin_listen = "127.0.0.1:0"
 dial_timeout = "1s"
 log_level = "warn"
 %s`, urls["docker"][0], urls["docker"][1], urls["maven"][0], urls["maven"][1], urls["pypi"][0], urls["pypi"][1],
-		urls["npm"][0], urls["npm"][1], listen, admin, staleLine)
+		urls["npm"][0], urls["npm"][1], staleLine)
 	path := filepath.Join(o.work, "config.toml")
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		return err
 	}
-	cmd, err := startProc(o.work, o.bin, "serve", "--config", path)
+	addrFile := filepath.Join(o.work, "nora-breaker.addrs.json")
+	if err := os.Remove(addrFile); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	cmd, err := startProc(o.work, o.bin, "serve", "--config", path, "--addr-file", addrFile)
 	if err != nil {
 		return err
 	}
 	e.procs = append([]*exec.Cmd{cmd}, e.procs...)
-	e.proxyURL = &url.URL{Scheme: "http", Host: listen}
-	e.admin = "http://" + admin
+	bound, err := listenaddr.WaitFile(addrFile, cmd.Process.Pid, 15*time.Second)
+	if err != nil {
+		return fmt.Errorf("nora-breaker: %w (see %s)", err, filepath.Join(o.work, "nora-breaker.log"))
+	}
+	e.proxyURL = &url.URL{Scheme: "http", Host: bound["listen"]}
+	e.admin = "http://" + bound["admin"]
 	c := &http.Client{Timeout: time.Second}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
