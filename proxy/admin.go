@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/nora-breaker/nora-breaker/breakerstate"
-	"github.com/nora-breaker/nora-breaker/config"
 )
 
 // AdminHandler serves the admin listener (docs/behaviour.md §7). It is never mounted on
@@ -54,14 +53,14 @@ type breakerView struct {
 
 func (p *Proxy) views() []breakerView {
 	now := p.now()
-	hosts := upstreamHosts(p.state.Load().cfg)
+	hosts := p.state.Load().hostOfKey
 	snaps := p.breakers.Snapshot()
 	out := make([]breakerView, 0, len(snaps))
 	for _, s := range snaps {
 		v := breakerView{Key: s.Key, Format: s.Format, State: s.State.String(), FailureCount: s.FailureCount,
 			Threshold: s.Threshold, ThresholdSource: s.ThresholdSource, ResetTimeout: s.ResetTimeout.Seconds(),
 			ResetTimeoutSource: s.ResetTimeoutSource, Rejections: s.Rejections, Forced: s.Forced,
-			RetryAfter: int(math.Ceil(s.RetryAfter.Seconds())), Host: hosts[s.Key], Upstream: s.Key}
+			RetryAfter: int(math.Ceil(s.RetryAfter.Seconds())), Host: hosts[s.Key].host, Upstream: hosts[s.Key].upstream}
 		if !s.LastFailure.IsZero() {
 			ago := math.Floor(now.Sub(s.LastFailure).Seconds())
 			v.LastFailureAgo = &ago
@@ -70,18 +69,6 @@ func (p *Proxy) views() []breakerView {
 			v.State = "disabled"
 		}
 		out = append(out, v)
-	}
-	return out
-}
-
-// upstreamHosts maps each upstream breaker key to its URL's host (the
-// first upstream's, for a key several upstreams share).
-func upstreamHosts(cfg *config.Config) map[string]string {
-	out := make(map[string]string, len(cfg.Upstreams))
-	for _, u := range cfg.Upstreams {
-		if _, seen := out[u.Key]; !seen && u.URL != nil {
-			out[u.Key] = u.URL.Host
-		}
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -141,6 +142,35 @@ func TestHealthPageHostDownFileHostUp(t *testing.T) {
 	fileKey := pageKey + "@files.test"
 	if s := ixState(t, e.tp, fileKey); s.State != breakerstate.Closed || s.FailureCount != 0 {
 		t.Fatalf("file host breaker %s: %s, %d failures", fileKey, s.State, s.FailureCount)
+	}
+	// /breakers says which host each key is; /health's pypi status is the
+	// worst of its hosts' breakers.
+	_, body := ixAdmin(t, e.tp, "GET", "/breakers", "")
+	var views []breakerView
+	if err := json.Unmarshal([]byte(body), &views); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, v := range views {
+		if v.Key == fileKey {
+			found = v.Host == "files.test" && v.Upstream == pageKey && v.State == "closed"
+		}
+	}
+	if !found {
+		t.Fatalf("/breakers lacks %s as host files.test of %s:\n%s", fileKey, pageKey, body)
+	}
+	_, health := ixAdmin(t, e.tp, "GET", "/health", "")
+	var h struct {
+		Upstreams map[string]struct {
+			Status   string
+			Breakers map[string]struct{ Status string }
+		}
+	}
+	if err := json.Unmarshal([]byte(health), &h); err != nil {
+		t.Fatal(err)
+	}
+	if pypi := h.Upstreams["pypi"]; pypi.Status != "open" || pypi.Breakers[fileKey].Status != "closed" {
+		t.Fatalf("/health pypi: %+v", pypi)
 	}
 }
 

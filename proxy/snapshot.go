@@ -24,6 +24,9 @@ type snapshot struct {
 	// connectPorts are the ports a CONNECT may name: 443, the ports of the
 	// configured upstreams and those named in allow_hosts.
 	connectPorts map[string]bool
+	// hostOfKey names, for every breaker key, the host it admits and the
+	// upstream that host belongs to (for /breakers and the status page).
+	hostOfKey map[string]keyHost
 	// transport carries every upstream attempt of requests decided under
 	// this snapshot. It is rebuilt only when a setting it was built from
 	// changes (see upstreamSettings), so a reload that touches nothing of
@@ -33,14 +36,26 @@ type snapshot struct {
 	upstream  upstreamSettings
 }
 
+// keyHost is what a breaker key stands for.
+type keyHost struct{ host, upstream string }
+
 // newSnapshot derives a snapshot from cfg, reusing prev's transport when
 // the settings it was built from are unchanged (prev may be nil).
 func newSnapshot(cfg *config.Config, prev *snapshot) (*snapshot, error) {
 	s := &snapshot{cfg: cfg, table: newTable(cfg.Upstreams),
-		allowHosts: make(map[string]bool), connectPorts: map[string]bool{"443": true}}
+		allowHosts: make(map[string]bool), connectPorts: map[string]bool{"443": true},
+		hostOfKey: make(map[string]keyHost)}
 	for _, u := range cfg.Upstreams {
 		_, port := hostPort(u.URL)
 		s.connectPorts[port] = true
+		for i, h := range u.Hosts {
+			if i == 0 {
+				h = u.URL.Host
+			}
+			if _, seen := s.hostOfKey[u.HostKey(u.Hosts[i])]; !seen {
+				s.hostOfKey[u.HostKey(u.Hosts[i])] = keyHost{host: h, upstream: u.Key}
+			}
+		}
 	}
 	for _, a := range cfg.Sidecar.AllowHosts {
 		a = strings.ToLower(a)
