@@ -68,6 +68,7 @@ type dockerEnv struct {
 	n                   *nora
 	tp                  *toxiproxy
 	frontA, frontB      *front
+	digest              string // the test image's manifest digest, as registry A has it
 }
 
 const dockerImage = "registry-a.test:5000/e2e/hello:1"
@@ -81,8 +82,9 @@ func setupDocker(t *testing.T, s suite, reset time.Duration) *dockerEnv {
 	regB := startDockerRegistry(t, e.dir, "registry-b")
 	plain := cleanEnv("HOME=" + e.dir)
 	layerTar(t, filepath.Join(e.dir, "layer.tar"))
-	mustRun(t, e.dir, plain, time.Minute, e.crane, "append", "--insecure", "-f", "layer.tar", "-t", regA+"/e2e/hello:1")
+	pushImage(t, e.dir, e.crane, plain, "layer.tar", regA+"/e2e/hello:1")
 	mustRun(t, e.dir, plain, time.Minute, e.crane, "copy", "--insecure", regA+"/e2e/hello:1", regB+"/e2e/hello:1")
+	e.digest = registryDigest(t, e.dir, e.crane, plain, regA+"/e2e/hello:1")
 
 	ca := newOriginCA(t, e.dir)
 	e.frontA = newFront(t, "registry-a", "http://"+regA, nil, ca.serverTLS(t, "registry-a.test"))

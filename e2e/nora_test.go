@@ -39,6 +39,12 @@ type noraOpts struct {
 	resolve    map[string]string // [sidecar.resolve]
 	upstreamCA string            // origin CA for HTTPS upstreams, or ""
 	stale      bool              // give it a stale_dir
+	// allowUnlisted sets deny_unlisted = false (hosts of no upstream are
+	// tunnelled or forwarded as they are); by default they are refused.
+	allowUnlisted bool
+	// sidecar is more TOML for the [sidecar] table: keys first, then any of
+	// its sub-tables ([sidecar.aliases]); [sidecar.resolve] comes from resolve.
+	sidecar string
 }
 
 // startNora makes an interception CA with `nora-breaker ca init`, writes the
@@ -72,7 +78,10 @@ func startNora(t *testing.T, s suite, dir string, o noraOpts) *nora {
 	}
 	// deny_unlisted: a client reaching for any host but the test upstreams
 	// gets 403 instead of a connection off this machine.
-	b.WriteString("deny_unlisted = true\ndial_timeout = \"2s\"\ntls_handshake_timeout = \"3s\"\nlog_level = \"info\"\n\n[sidecar.resolve]\n")
+	fmt.Fprintf(&b, "deny_unlisted = %t\n", !o.allowUnlisted)
+	b.WriteString("dial_timeout = \"2s\"\ntls_handshake_timeout = \"3s\"\nlog_level = \"info\"\n")
+	b.WriteString(o.sidecar)
+	b.WriteString("\n[sidecar.resolve]\n")
 	keys := make([]string, 0, len(o.resolve))
 	for k := range o.resolve {
 		keys = append(keys, k)

@@ -39,13 +39,20 @@ type originCA struct {
 // newOriginCA makes a CA and writes its certificate to dir/origin-ca.pem.
 func newOriginCA(t *testing.T, dir string) *originCA {
 	t.Helper()
+	return newNamedCA(t, dir, "origin-ca", "nora-breaker e2e origin CA")
+}
+
+// newNamedCA makes a CA called cn and writes its certificate to
+// dir/<file>.pem: scenarios that need a second, independent CA use it.
+func newNamedCA(t *testing.T, dir, file, cn string) *originCA {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "nora-breaker e2e origin CA"},
+		Subject:               pkix.Name{CommonName: cn},
 		NotBefore:             time.Now().Add(-time.Hour),
 		NotAfter:              time.Now().Add(24 * time.Hour),
 		IsCA:                  true,
@@ -57,7 +64,7 @@ func newOriginCA(t *testing.T, dir string) *originCA {
 		t.Fatal(err)
 	}
 	cert, _ := x509.ParseCertificate(der)
-	ca := &originCA{cert: cert, key: key, pemPath: filepath.Join(dir, "origin-ca.pem")}
+	ca := &originCA{cert: cert, key: key, pemPath: filepath.Join(dir, file+".pem")}
 	writeFile(t, ca.pemPath, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
 	return ca
 }

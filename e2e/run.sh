@@ -27,8 +27,12 @@ install_apt() {
   # server scraping the proxy, promtool).
   command -v chromium >/dev/null || missing+=(chromium)
   command -v prometheus >/dev/null && command -v promtool >/dev/null || missing+=(prometheus)
+  # containerd's daemon and ctr (the containerd and Docker Hub scenarios) and
+  # dpkg-dev's dpkg-scanpackages (the apt scenario builds its own repository).
+  command -v containerd >/dev/null && command -v ctr >/dev/null || missing+=(containerd)
+  command -v dpkg-scanpackages >/dev/null || missing+=(dpkg-dev)
   [ ${#missing[@]} -eq 0 ] && return 0
-  # The packaged servers (docker-registry) must not start as services: the
+  # The packaged servers (docker-registry, containerd) must not start as services: the
   # tests start their own instances on loopback.
   apt_install "${missing[@]}"
 }

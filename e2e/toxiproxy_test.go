@@ -82,3 +82,10 @@ func (tp *toxiproxy) removeToxic(t *testing.T, proxy, toxic string) {
 	t.Helper()
 	tp.call(t, "DELETE", "/proxies/"+proxy+"/toxics/"+toxic, nil)
 }
+
+// setEnabled turns a proxy off (its listener closes: connections are
+// refused, open ones are cut) or back on (it listens on the same address).
+func (tp *toxiproxy) setEnabled(t *testing.T, proxy string, on bool) {
+	t.Helper()
+	tp.call(t, "POST", "/proxies/"+proxy, map[string]any{"enabled": on})
+}

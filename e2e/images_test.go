@@ -1,0 +1,52 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// pushImage pushes a one-layer image to a plain-HTTP registry with crane:
+// the layer tarball on an empty base, then its config given a platform
+// (linux/amd64), since containerd pulls only images for its own platform
+// and an empty base names none.
+func pushImage(t *testing.T, dir, crane string, env []string, layer, ref string) {
+	t.Helper()
+	mustRun(t, dir, env, time.Minute, crane, "append", "--insecure", "-f", layer, "-t", ref)
+	mustRun(t, dir, env, time.Minute, crane, "mutate", "--insecure", "--set-platform", "linux/amd64", "-t", ref, ref)
+}
+
+// registryDigest is the manifest digest of ref, asked of the registry itself
+// (plain HTTP, not through the proxy).
+func registryDigest(t *testing.T, dir, crane string, env []string, ref string) string {
+	t.Helper()
+	d := strings.TrimSpace(mustRun(t, dir, env, time.Minute, crane, "digest", "--insecure", ref).out)
+	if !strings.HasPrefix(d, "sha256:") {
+		t.Fatalf("crane digest %s printed %q", ref, d)
+	}
+	return d
+}
+
+// ociLayoutDigest reads the manifest digest a `crane pull --format=oci`
+// wrote into the layout's index.json.
+func ociLayoutDigest(t *testing.T, layout string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(layout, "index.json"))
+	if err != nil {
+		t.Fatalf("pulled layout: %v", err)
+	}
+	var idx struct {
+		Manifests []struct {
+			Digest string `json:"digest"`
+		} `json:"manifests"`
+	}
+	if err := json.Unmarshal(b, &idx); err != nil || len(idx.Manifests) != 1 {
+		t.Fatalf("pulled layout index.json: %v: %s", err, b)
+	}
+	return idx.Manifests[0].Digest
+}
