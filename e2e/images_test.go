@@ -3,6 +3,8 @@
 package e2e
 
 import (
+	"archive/tar"
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -49,4 +51,17 @@ func ociLayoutDigest(t *testing.T, layout string) string {
 		t.Fatalf("pulled layout index.json: %v: %s", err, b)
 	}
 	return idx.Manifests[0].Digest
+}
+
+// fileLayer writes a layer tarball holding one file.
+func fileLayer(t *testing.T, path, name, body string) {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), ModTime: time.Unix(0, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	tw.Write([]byte(body))
+	tw.Close()
+	writeFile(t, path, buf.String())
 }
