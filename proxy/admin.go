@@ -65,6 +65,9 @@ func (p *Proxy) views() []breakerView {
 			ago := math.Floor(now.Sub(s.LastFailure).Seconds())
 			v.LastFailureAgo = &ago
 		}
+		if left := p.throttles.Left(s.Key); left > 0 {
+			v.Throttled, v.ThrottledSeconds = true, int(math.Ceil(left.Seconds()))
+		}
 		if !p.breakers.Enabled() {
 			v.State = "disabled"
 		}
@@ -91,10 +94,12 @@ func severity(state string) int {
 }
 
 type healthBreaker struct {
-	Status         string   `json:"status"`
-	FailureCount   int      `json:"failure_count"`
-	LastFailureAgo *float64 `json:"last_failure_seconds_ago"`
-	RetryAfter     int      `json:"retry_after_seconds"`
+	Status           string   `json:"status"`
+	FailureCount     int      `json:"failure_count"`
+	LastFailureAgo   *float64 `json:"last_failure_seconds_ago"`
+	RetryAfter       int      `json:"retry_after_seconds"`
+	Throttled        bool     `json:"throttled"`
+	ThrottledSeconds int      `json:"throttled_seconds"`
 }
 
 type healthFormat struct {
@@ -115,6 +120,7 @@ func (p *Proxy) handleHealth(w http.ResponseWriter, _ *http.Request) {
 			formats[v.Format] = f
 		}
 		f.Breakers[v.Key] = healthBreaker{Status: v.State, FailureCount: v.FailureCount,
+			Throttled: v.Throttled, ThrottledSeconds: v.ThrottledSeconds,
 			LastFailureAgo: v.LastFailureAgo, RetryAfter: v.RetryAfter}
 		if severity(v.State) > severity(f.Status) {
 			f.Status = v.State

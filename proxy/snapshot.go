@@ -83,5 +83,6 @@ func (s *snapshot) hostAllowed(host, port string) bool {
 // fallbackSettings are the settings the fallback loop decides under.
 func (s *snapshot) fallbackSettings() fallback.Settings {
 	return fallback.Settings{Transport: s.transport, StaleMode: s.cfg.Sidecar.StaleAuthenticated,
-		KeyOf: func(u *url.URL) string { return s.table.Classify(u).Key }}
+		KeyOf:           func(u *url.URL) string { return s.table.Classify(u).Key },
+		ThrottleDefault: s.cfg.Sidecar.ThrottleDefault}
 }
