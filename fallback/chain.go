@@ -30,6 +30,10 @@ type Options struct {
 	Stale    *stale.Cache
 	// Throttles holds the hosts that answered 429 (nil: never throttle).
 	Throttles *throttle.Table
+	// OnRedirect, when set, hears of every redirect a classified upstream
+	// answered to another host: upstream is its key, target the absolute
+	// Location (the proxy learns the host, docs/behaviour.md §3.2).
+	OnRedirect func(upstream string, target *url.URL)
 	// Deadline bounds the time spent waiting for candidates' headers,
 	// across all candidates. A body that is being served streams on.
 	Deadline   time.Duration

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/nora-breaker/nora-breaker/answer"
@@ -138,6 +139,7 @@ func (s *search) askAddressed(u *config.Upstream, t breakerstate.Ticket) (Result
 			s.c.realms.learn(u, ch.Realm, s.r.Settings.KeyOf)
 		}
 	}
+	s.noteRedirect(u, resp)
 	s.keepStale(resp)
 	return s.result(resp, answer.Forwarded, key), true
 }
@@ -155,6 +157,7 @@ func (s *search) askCandidate(u *config.Upstream, t breakerstate.Ticket) (Result
 	case resp.StatusCode < 400:
 		s.c.fallbacks.WithLabelValues(s.r.HostKey, u.Key).Inc()
 		resp = s.c.present(s.r, u, resp)
+		s.noteRedirect(u, resp)
 		// The client addressed this URL: the next outage of the whole chain
 		// should still find the artifact under it.
 		s.keepStale(resp)
@@ -168,6 +171,18 @@ func (s *search) askCandidate(u *config.Upstream, t breakerstate.Ticket) (Result
 		drainClose(resp.Body)
 	}
 	return Result{}, false
+}
+
+// noteRedirect tells OnRedirect of a redirect u answered to another host.
+func (s *search) noteRedirect(u *config.Upstream, resp *http.Response) {
+	if s.c.o.OnRedirect == nil || resp.StatusCode < 300 || resp.StatusCode > 399 {
+		return
+	}
+	loc, err := resp.Location()
+	if err != nil || resp.Request == nil || strings.EqualFold(loc.Host, resp.Request.URL.Host) {
+		return
+	}
+	s.c.o.OnRedirect(u.Key, loc)
 }
 
 // throttle marks key's host throttled for as long as its 429 asks (capped),

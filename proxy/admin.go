@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"math"
 	"net/http"
 
@@ -54,6 +55,14 @@ type breakerView struct {
 func (p *Proxy) views() []breakerView {
 	now := p.now()
 	hosts := p.state.Load().hostOfKey
+	if learned := p.learned.current(); len(learned) > 0 {
+		hosts = maps.Clone(hosts)
+		for _, h := range learned {
+			if _, ok := hosts[h.key()]; !ok {
+				hosts[h.key()] = keyHost{host: h.name, upstream: h.upstream}
+			}
+		}
+	}
 	snaps := p.breakers.Snapshot()
 	out := make([]breakerView, 0, len(snaps))
 	for _, s := range snaps {

@@ -49,12 +49,16 @@ type Proxy struct {
 	breakers *breakerstate.Set
 	// throttles holds the hosts that answered 429, for the loop and /breakers.
 	throttles *throttle.Table
-	chain     *fallback.Chain
-	stale     *stale.Cache
-	ca        *tls.Certificate
-	certs     *certs.Store
-	metrics   *metrics
-	shared    *sharedstate.Client // nil unless shared_state is set
+	// learned holds the hosts learned from upstreams' redirects; keysMu
+	// serialises giving the breaker set its keys (reloads, new hosts).
+	learned *learnedHosts
+	keysMu  sync.Mutex
+	chain   *fallback.Chain
+	stale   *stale.Cache
+	ca      *tls.Certificate
+	certs   *certs.Store
+	metrics *metrics
+	shared  *sharedstate.Client // nil unless shared_state is set
 	// bufs recycles the buffers response bodies are copied through.
 	bufs     *sync.Pool
 	started  time.Time
@@ -78,7 +82,7 @@ func New(cfg *config.Config, deps Deps) (*Proxy, error) {
 		deps.Now = time.Now
 	}
 	p := &Proxy{deps: deps, log: deps.Logger, now: deps.Now, started: deps.Now(), bufs: newCopyBufs(),
-		fixed: fixedSettings{idleTimeout: cfg.Sidecar.IdleTimeout}}
+		fixed: fixedSettings{idleTimeout: cfg.Sidecar.IdleTimeout}, learned: newLearnedHosts(deps.Now)}
 	snap, err := newSnapshot(cfg, nil)
 	if err != nil {
 		return nil, err
@@ -158,7 +162,8 @@ func (p *Proxy) buildFallback(cfg *config.Config) error {
 		return err
 	}
 	p.chain, err = fallback.New(fallback.Options{Breakers: p.breakers, Sender: sender, Tokens: tokens,
-		Stale: p.stale, Throttles: p.throttles, Now: p.now, Registerer: p.deps.Registry, Logger: p.log})
+		Stale: p.stale, Throttles: p.throttles, OnRedirect: p.onRedirect, Now: p.now,
+		Registerer: p.deps.Registry, Logger: p.log})
 	return err
 }
 

@@ -21,8 +21,7 @@ func (p *Proxy) Reload(cfg *config.Config) (needsRestart []string, err error) {
 		p.metrics.reloads.WithLabelValues("error").Inc()
 		return nil, fmt.Errorf("reload: %w", err)
 	}
-	p.breakers.Reconfigure(cfg.CircuitBreaker.Enabled, keySettings(cfg))
-	p.throttles.SetKeys(breakerKeys(cfg))
+	p.syncBreakers(cfg)
 	p.state.Store(snap)
 	if snap.transport != old.transport {
 		// Requests still using the old transport keep their connections;
