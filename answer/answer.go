@@ -32,6 +32,17 @@ func Unavailable(req *http.Request, format, key, state string, retryAfter time.D
 	return resp
 }
 
+// TooManyRequests builds the proxy's 429 for a request whose upstream asked
+// to be left alone and that nothing else could serve: Retry-After is the
+// time left, the body in format's dialect.
+func TooManyRequests(req *http.Request, format, key string, retryAfter time.Duration) *http.Response {
+	msg := fmt.Sprintf("upstream %s is rate limiting requests; retry later", key)
+	resp := dialect(req, format, http.StatusTooManyRequests, "TOOMANYREQUESTS", msg)
+	resp.Header.Set("Retry-After", strconv.Itoa(retryAfterSeconds(retryAfter)))
+	resp.Header.Set("X-Nora-Breaker-Key", key)
+	return resp
+}
+
 // NotFound builds the 404 given when the addressed upstream could not be
 // asked and another upstream of the chain said the artifact is not there.
 func NotFound(req *http.Request, format, key string) *http.Response {

@@ -44,6 +44,7 @@ func sidecarFields(s *Sidecar) []sidecarField {
 		{"log_format", kString, &s.LogFormat},
 		{"admin_token", kString, &s.AdminToken},
 		{"max_connections", kInt, &s.MaxConnections},
+		{"throttle_default", kDuration, &s.ThrottleDefault},
 		{"shared_state", kString, &s.SharedState},
 		{"shared_state_prefix", kString, &s.SharedStatePrefix},
 		{"shared_state_password", kString, &s.SharedStatePassword},
@@ -75,6 +76,7 @@ func defaultSidecar() Sidecar {
 		LogLevel:            "info",
 		LogFormat:           "json",
 		MaxConnections:      4096,
+		ThrottleDefault:     60 * time.Second,
 		SharedStatePrefix:   "nora-breaker",
 	}
 }

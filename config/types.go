@@ -135,6 +135,10 @@ type Sidecar struct {
 
 	MaxConnections int // default 4096
 
+	// ThrottleDefault is how long a host that answered 429 without a
+	// usable Retry-After is left alone; default 60s.
+	ThrottleDefault time.Duration
+
 	// SharedState is the Redis URL (redis://, rediss:// or unix://) through which a
 	// fleet shares breaker state; "" = every process alone. It may carry a
 	// password: never log it (SharedStateDisplay redacts it).

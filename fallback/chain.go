@@ -14,6 +14,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/config"
 	"github.com/nora-breaker/nora-breaker/stale"
+	"github.com/nora-breaker/nora-breaker/throttle"
 )
 
 // defaultDeadline bounds the search for a candidate that answers.
@@ -27,6 +28,12 @@ type Options struct {
 	Sender   *attempt.Sender
 	Tokens   *TokenSource
 	Stale    *stale.Cache
+	// Throttles holds the hosts that answered 429 (nil: never throttle).
+	Throttles *throttle.Table
+	// OnRedirect, when set, hears of every redirect a classified upstream
+	// answered to another host: upstream is its key, target the absolute
+	// Location (the proxy learns the host, docs/behaviour.md §3.2).
+	OnRedirect func(upstream string, target *url.URL)
 	// Deadline bounds the time spent waiting for candidates' headers,
 	// across all candidates. A body that is being served streams on.
 	Deadline   time.Duration
@@ -54,6 +61,9 @@ type Settings struct {
 	// KeyOf returns the breaker key of the host a URL goes to, or "" when
 	// it is no upstream's (used to find a docker token realm's breaker).
 	KeyOf func(*url.URL) string
+	// ThrottleDefault is how long a 429 without a usable Retry-After
+	// throttles its host.
+	ThrottleDefault time.Duration
 }
 
 // Request is one classified client request.
@@ -107,7 +117,8 @@ func New(o Options) (*Chain, error) {
 
 // Serve decides r: the one loop over the addressed upstream and then its
 // candidates, then a stale copy, then the terminal answer. Each pass asks
-// one upstream; a pass that produces the client's answer ends the loop.
+// one upstream, after two checks (is its host throttled, does its breaker
+// admit it); a pass that produces the client's answer ends the loop.
 func (c *Chain) Serve(r Request) Result {
 	if r.HostKey == "" {
 		r.HostKey = r.Addressed.Key

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/nora-breaker/nora-breaker/answer"
@@ -11,6 +12,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/config"
 	"github.com/nora-breaker/nora-breaker/stale"
+	"github.com/nora-breaker/nora-breaker/throttle"
 )
 
 // maxFailureBody bounds how much of an addressed upstream's 5xx body is kept
@@ -41,6 +43,9 @@ type search struct {
 	// candidate is considered, so the addressed attempt's own proxy_timeout
 	// does not eat into it.
 	deadline time.Time
+	// throttled records that the addressed host is throttled (it was, or
+	// it just answered 429): the terminal answer is then a 429.
+	throttled bool
 }
 
 // upstreams is the loop's order: the addressed upstream, then candidates.
@@ -66,6 +71,11 @@ func (s *search) mayGoOn() bool {
 // own host, a candidate's URL host).
 func (s *search) admit(i int, u *config.Upstream) (breakerstate.Ticket, bool) {
 	key := s.keyOf(i, u)
+	if s.c.o.Throttles != nil && substitutable(s.r.Client.Method) && s.c.o.Throttles.Left(key) > 0 {
+		// It asked to be left alone: not asked, and no refusal counted.
+		s.throttled = s.throttled || i == 0
+		return breakerstate.Ticket{}, false
+	}
 	if rk := s.c.realms.of(u); key == u.Key && rk != "" && s.c.o.Breakers.Refusing(rk) {
 		// Its clients cannot get a token: treat the registry as refused.
 		s.skipped = append(s.skipped, rk)
@@ -120,11 +130,16 @@ func (s *search) askAddressed(u *config.Upstream, t breakerstate.Ticket) (Result
 	case resp.StatusCode >= 500 && substitutable(req.Method):
 		s.replay = keepFailure(resp)
 		return Result{}, false
+	case resp.StatusCode == http.StatusTooManyRequests && substitutable(req.Method) && s.c.o.Throttles != nil:
+		s.throttle(key, resp)
+		s.throttled = true
+		return Result{}, false
 	case resp.StatusCode == http.StatusUnauthorized && key == u.Key:
 		if ch, ok := bearerChallenge(resp.Header); ok {
 			s.c.realms.learn(u, ch.Realm, s.r.Settings.KeyOf)
 		}
 	}
+	s.noteRedirect(u, resp)
 	s.keepStale(resp)
 	return s.result(resp, answer.Forwarded, key), true
 }
@@ -142,15 +157,42 @@ func (s *search) askCandidate(u *config.Upstream, t breakerstate.Ticket) (Result
 	case resp.StatusCode < 400:
 		s.c.fallbacks.WithLabelValues(s.r.HostKey, u.Key).Inc()
 		resp = s.c.present(s.r, u, resp)
+		s.noteRedirect(u, resp)
 		// The client addressed this URL: the next outage of the whole chain
 		// should still find the artifact under it.
 		s.keepStale(resp)
 		return s.result(resp, answer.Fallback, u.Key), true
 	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone:
 		s.saw404 = true
+		drainClose(resp.Body)
+	case resp.StatusCode == http.StatusTooManyRequests && s.c.o.Throttles != nil:
+		s.throttle(u.Key, resp)
+	default:
+		drainClose(resp.Body)
 	}
-	drainClose(resp.Body)
 	return Result{}, false
+}
+
+// noteRedirect tells OnRedirect of a redirect u answered to another host.
+func (s *search) noteRedirect(u *config.Upstream, resp *http.Response) {
+	if s.c.o.OnRedirect == nil || resp.StatusCode < 300 || resp.StatusCode > 399 {
+		return
+	}
+	loc, err := resp.Location()
+	if err != nil || resp.Request == nil || strings.EqualFold(loc.Host, resp.Request.URL.Host) {
+		return
+	}
+	s.c.o.OnRedirect(u.Key, loc)
+}
+
+// throttle marks key's host throttled for as long as its 429 asks (capped),
+// and discards the answer.
+func (s *search) throttle(key string, resp *http.Response) {
+	now := s.c.o.Now()
+	wait := throttle.Wait(resp.Header, now, s.r.Settings.ThrottleDefault)
+	s.c.o.Throttles.Mark(key, now.Add(wait))
+	s.c.o.Logger.Info().Str("key", key).Dur("for", wait).Msg("upstream rate limiting: host throttled")
+	drainClose(resp.Body)
 }
 
 // sendCandidate sends the substituted request to cand, negotiating a docker
@@ -211,6 +253,8 @@ func (s *search) exhausted() Result {
 		return res
 	}
 	switch {
+	case s.throttled:
+		return s.result(answer.TooManyRequests(req, format, key, s.c.o.Throttles.Left(key)), answer.Throttled, "")
 	case s.saw404 && notFoundIsTruth(format):
 		return s.result(answer.NotFound(req, format, key), answer.Synthesized404, "")
 	case s.replay != nil:

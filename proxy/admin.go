@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"math"
 	"net/http"
 
@@ -54,6 +55,14 @@ type breakerView struct {
 func (p *Proxy) views() []breakerView {
 	now := p.now()
 	hosts := p.state.Load().hostOfKey
+	if learned := p.learned.current(); len(learned) > 0 {
+		hosts = maps.Clone(hosts)
+		for _, h := range learned {
+			if _, ok := hosts[h.key()]; !ok {
+				hosts[h.key()] = keyHost{host: h.name, upstream: h.upstream}
+			}
+		}
+	}
 	snaps := p.breakers.Snapshot()
 	out := make([]breakerView, 0, len(snaps))
 	for _, s := range snaps {
@@ -64,6 +73,9 @@ func (p *Proxy) views() []breakerView {
 		if !s.LastFailure.IsZero() {
 			ago := math.Floor(now.Sub(s.LastFailure).Seconds())
 			v.LastFailureAgo = &ago
+		}
+		if left := p.throttles.Left(s.Key); left > 0 {
+			v.Throttled, v.ThrottledSeconds = true, int(math.Ceil(left.Seconds()))
 		}
 		if !p.breakers.Enabled() {
 			v.State = "disabled"
@@ -91,10 +103,12 @@ func severity(state string) int {
 }
 
 type healthBreaker struct {
-	Status         string   `json:"status"`
-	FailureCount   int      `json:"failure_count"`
-	LastFailureAgo *float64 `json:"last_failure_seconds_ago"`
-	RetryAfter     int      `json:"retry_after_seconds"`
+	Status           string   `json:"status"`
+	FailureCount     int      `json:"failure_count"`
+	LastFailureAgo   *float64 `json:"last_failure_seconds_ago"`
+	RetryAfter       int      `json:"retry_after_seconds"`
+	Throttled        bool     `json:"throttled"`
+	ThrottledSeconds int      `json:"throttled_seconds"`
 }
 
 type healthFormat struct {
@@ -115,6 +129,7 @@ func (p *Proxy) handleHealth(w http.ResponseWriter, _ *http.Request) {
 			formats[v.Format] = f
 		}
 		f.Breakers[v.Key] = healthBreaker{Status: v.State, FailureCount: v.FailureCount,
+			Throttled: v.Throttled, ThrottledSeconds: v.ThrottledSeconds,
 			LastFailureAgo: v.LastFailureAgo, RetryAfter: v.RetryAfter}
 		if severity(v.State) > severity(f.Status) {
 			f.Status = v.State

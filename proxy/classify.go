@@ -50,6 +50,8 @@ type upstreamTable struct {
 	byHost map[string]hostRoute
 	// chains holds each format's upstreams in config order.
 	chains map[string][]*config.Upstream
+	// byKey maps an upstream key to its (first) upstream.
+	byKey map[string]*config.Upstream
 }
 
 // newTable builds the lookup structures for the given upstreams, which must be
@@ -59,8 +61,12 @@ func newTable(ups []*config.Upstream) *upstreamTable {
 		byAuthority: make(map[string][]*config.Upstream),
 		byHost:      make(map[string]hostRoute),
 		chains:      make(map[string][]*config.Upstream),
+		byKey:       make(map[string]*config.Upstream),
 	}
 	for _, u := range ups {
+		if _, ok := t.byKey[u.Key]; !ok {
+			t.byKey[u.Key] = u
+		}
 		o := origin(u.URL.Scheme, u.URL.Hostname(), u.URL.Port())
 		t.byAuthority[o] = append(t.byAuthority[o], u)
 		for _, h := range u.Hosts {

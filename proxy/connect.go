@@ -39,7 +39,7 @@ func (p *Proxy) onConnect(hostport string, ctx *goproxy.ProxyCtx) (action *gopro
 	}
 	host = strings.ToLower(host)
 	snap := p.state.Load()
-	rt := snap.table.HostUpstream(host, port)
+	rt := p.hostRouteOf(snap, host, port)
 	rec.route = rt
 	up := rt.Upstream
 	if why := connectRefusal(snap, up, host, port); why != "" {

@@ -25,6 +25,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/fallback"
 	"github.com/nora-breaker/nora-breaker/sharedstate"
 	"github.com/nora-breaker/nora-breaker/stale"
+	"github.com/nora-breaker/nora-breaker/throttle"
 )
 
 // Deps are the process-wide things a Proxy is built with.
@@ -46,12 +47,18 @@ type Proxy struct {
 	fixed    fixedSettings
 	gp       *goproxy.ProxyHttpServer
 	breakers *breakerstate.Set
-	chain    *fallback.Chain
-	stale    *stale.Cache
-	ca       *tls.Certificate
-	certs    *certs.Store
-	metrics  *metrics
-	shared   *sharedstate.Client // nil unless shared_state is set
+	// throttles holds the hosts that answered 429, for the loop and /breakers.
+	throttles *throttle.Table
+	// learned holds the hosts learned from upstreams' redirects; keysMu
+	// serialises giving the breaker set its keys (reloads, new hosts).
+	learned *learnedHosts
+	keysMu  sync.Mutex
+	chain   *fallback.Chain
+	stale   *stale.Cache
+	ca      *tls.Certificate
+	certs   *certs.Store
+	metrics *metrics
+	shared  *sharedstate.Client // nil unless shared_state is set
 	// bufs recycles the buffers response bodies are copied through.
 	bufs     *sync.Pool
 	started  time.Time
@@ -75,7 +82,7 @@ func New(cfg *config.Config, deps Deps) (*Proxy, error) {
 		deps.Now = time.Now
 	}
 	p := &Proxy{deps: deps, log: deps.Logger, now: deps.Now, started: deps.Now(), bufs: newCopyBufs(),
-		fixed: fixedSettings{idleTimeout: cfg.Sidecar.IdleTimeout}}
+		fixed: fixedSettings{idleTimeout: cfg.Sidecar.IdleTimeout}, learned: newLearnedHosts(deps.Now)}
 	snap, err := newSnapshot(cfg, nil)
 	if err != nil {
 		return nil, err
@@ -125,6 +132,15 @@ func keySettings(cfg *config.Config) []breakerstate.KeySettings {
 	return out
 }
 
+// breakerKeys lists every breaker key of cfg, in config order.
+func breakerKeys(cfg *config.Config) []string {
+	var keys []string
+	for _, k := range keySettings(cfg) {
+		keys = append(keys, k.Key)
+	}
+	return keys
+}
+
 func (p *Proxy) buildFallback(cfg *config.Config) error {
 	sender, err := attempt.NewSender(p.now, p.deps.Registry)
 	if err != nil {
@@ -142,8 +158,12 @@ func (p *Proxy) buildFallback(cfg *config.Config) error {
 	// through the requesting snapshot's transport.
 	tokens := fallback.NewTokenSource(fallback.TokenOptions{Client: &http.Client{
 		Transport: p.state.Load().transport, Timeout: 30 * time.Second}, Now: p.now, Breakers: p.breakers})
+	if p.throttles, err = throttle.New(p.now, breakerKeys(cfg), p.deps.Registry); err != nil {
+		return err
+	}
 	p.chain, err = fallback.New(fallback.Options{Breakers: p.breakers, Sender: sender, Tokens: tokens,
-		Stale: p.stale, Now: p.now, Registerer: p.deps.Registry, Logger: p.log})
+		Stale: p.stale, Throttles: p.throttles, OnRedirect: p.onRedirect, Now: p.now,
+		Registerer: p.deps.Registry, Logger: p.log})
 	return err
 }
 

@@ -21,7 +21,7 @@ func (p *Proxy) Reload(cfg *config.Config) (needsRestart []string, err error) {
 		p.metrics.reloads.WithLabelValues("error").Inc()
 		return nil, fmt.Errorf("reload: %w", err)
 	}
-	p.breakers.Reconfigure(cfg.CircuitBreaker.Enabled, keySettings(cfg))
+	p.syncBreakers(cfg)
 	p.state.Store(snap)
 	if snap.transport != old.transport {
 		// Requests still using the old transport keep their connections;
@@ -88,5 +88,5 @@ func restartSettings() []restartSetting {
 // the stale key mode and the admin token.
 func reloadableSettings() []string {
 	return []string{"upstream_ca", "dial_timeout", "tls_handshake_timeout", "resolve", "allow_hosts",
-		"deny_unlisted", "aliases", "stale_authenticated", "admin_token"}
+		"deny_unlisted", "aliases", "stale_authenticated", "admin_token", "throttle_default"}
 }

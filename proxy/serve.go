@@ -70,7 +70,7 @@ func (p *Proxy) serve(req *http.Request, cs *connectState, snap *snapshot, rec *
 	if literalForbidden(host) && !snap.hostAllowed(host, port) {
 		return rec.deny(answer.Refused(req, http.StatusForbidden, "destination address is not allowed"))
 	}
-	m := snap.table.Classify(req.URL)
+	m := p.routeOf(snap, req.URL)
 	rec.route = m
 	prepareOutbound(req)
 	if !m.Classified() {
@@ -80,7 +80,7 @@ func (p *Proxy) serve(req *http.Request, cs *connectState, snap *snapshot, rec *
 		return p.forwardUnclassified(req, snap, rec)
 	}
 	res := p.chain.Serve(fallback.Request{Client: req, Addressed: m.Upstream, HostKey: m.Key, Rel: m.Rel,
-		Candidates: snap.table.Candidates(m), Settings: snap.fallbackSettings()})
+		Candidates: snap.table.Candidates(m), Settings: p.fallbackSettings(snap)})
 	rec.apply(res)
 	return res.Resp
 }

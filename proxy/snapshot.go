@@ -80,8 +80,10 @@ func (s *snapshot) hostAllowed(host, port string) bool {
 	return s.allowHosts[host] || s.allowHosts[net.JoinHostPort(host, port)]
 }
 
-// fallbackSettings are the settings the fallback loop decides under.
-func (s *snapshot) fallbackSettings() fallback.Settings {
-	return fallback.Settings{Transport: s.transport, StaleMode: s.cfg.Sidecar.StaleAuthenticated,
-		KeyOf: func(u *url.URL) string { return s.table.Classify(u).Key }}
+// fallbackSettings are the settings the fallback loop decides a request
+// under: snap's, with routes that see the learned hosts too.
+func (p *Proxy) fallbackSettings(snap *snapshot) fallback.Settings {
+	return fallback.Settings{Transport: snap.transport, StaleMode: snap.cfg.Sidecar.StaleAuthenticated,
+		KeyOf:           func(u *url.URL) string { return p.routeOf(snap, u).Key },
+		ThrottleDefault: snap.cfg.Sidecar.ThrottleDefault}
 }

@@ -1,0 +1,115 @@
+// Package throttle remembers which upstream hosts asked the proxy to slow
+// down (a 429) and until when, so that their GET and HEAD requests go
+// elsewhere in the meantime (docs/behaviour.md §5.6). Throttling is not a
+// breaker state: there is no probe and no failure count, only a time until
+// which a host is left alone.
+package throttle
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// MaxWait caps how long one 429 can keep a host throttled: a registry that
+// asks for a day gets an hour, after which it is asked again.
+const MaxWait = time.Hour
+
+// Table holds the throttled hosts by breaker key. The request path reads it
+// without a lock; marking a host is rare and may take one.
+type Table struct {
+	now func() time.Time
+	// until maps a breaker key to the unix nanoseconds until which it is
+	// throttled (0: not throttled). Entries are created on first use and
+	// never removed, so the request path only ever loads.
+	until sync.Map // string → *atomic.Int64
+	// keys are the keys the gauge reports even while not throttled.
+	keys  atomic.Pointer[[]string]
+	gauge *prometheus.Desc
+}
+
+// New builds a Table that reports nora_upstream_throttled{registry} on reg
+// for keys (more can be named later with SetKeys).
+func New(now func() time.Time, keys []string, reg prometheus.Registerer) (*Table, error) {
+	t := &Table{now: now, gauge: prometheus.NewDesc("nora_upstream_throttled",
+		"1 while the host behind this breaker key is skipped after answering 429, else 0.",
+		[]string{"registry"}, nil)}
+	t.SetKeys(keys)
+	if err := reg.Register(t); err != nil {
+		return nil, fmt.Errorf("register throttle metric: %w", err)
+	}
+	return t, nil
+}
+
+// SetKeys replaces the keys the gauge reports (after a reload).
+func (t *Table) SetKeys(keys []string) {
+	cp := append([]string(nil), keys...)
+	t.keys.Store(&cp)
+}
+
+// Mark throttles key until until; a later mark never shortens an earlier
+// one.
+func (t *Table) Mark(key string, until time.Time) {
+	v, _ := t.until.LoadOrStore(key, new(atomic.Int64))
+	slot := v.(*atomic.Int64)
+	for {
+		cur := slot.Load()
+		if cur >= until.UnixNano() || slot.CompareAndSwap(cur, until.UnixNano()) {
+			return
+		}
+	}
+}
+
+// Left returns how long key stays throttled; 0 when it is not.
+func (t *Table) Left(key string) time.Duration {
+	v, ok := t.until.Load(key)
+	if !ok {
+		return 0
+	}
+	left := time.Duration(v.(*atomic.Int64).Load() - t.now().UnixNano())
+	return max(left, 0)
+}
+
+// Describe and Collect make the Table its own gauge, computed from the
+// clock when scraped, so no timer has to flip it back to 0.
+func (t *Table) Describe(ch chan<- *prometheus.Desc) { ch <- t.gauge }
+
+// Collect reports every configured key, 1 while throttled.
+func (t *Table) Collect(ch chan<- prometheus.Metric) {
+	for _, k := range *t.keys.Load() {
+		v := 0.0
+		if t.Left(k) > 0 {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(t.gauge, prometheus.GaugeValue, v, k)
+	}
+}
+
+// Wait is how long a 429 answer asks the client to wait: its Retry-After in
+// seconds or as an HTTP date, capped at MaxWait; def when it has none (or
+// one that cannot be read or lies in the past).
+func Wait(h http.Header, now time.Time, def time.Duration) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return min(def, MaxWait)
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs <= 0 {
+			return min(def, MaxWait)
+		}
+		if secs >= int64(MaxWait/time.Second) {
+			return MaxWait
+		}
+		return time.Duration(secs) * time.Second
+	}
+	if at, err := http.ParseTime(v); err == nil && at.After(now) {
+		return min(at.Sub(now), MaxWait)
+	}
+	return min(def, MaxWait)
+}
