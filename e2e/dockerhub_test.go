@@ -52,6 +52,7 @@ type hubEnv struct {
 	upstreamCA, publicPEM string
 	publicDigest          string
 	privateDigest         string
+	privateBlob           string // the private image's layer digest
 	ctrs                  int
 }
 
@@ -79,6 +80,7 @@ func setupHub(t *testing.T, s suite) *hubEnv {
 	mustRun(t, e.dir, plain, time.Minute, e.crane, "copy", "--insecure", hubReg+"/library/hello:1", mirrorReg+"/library/hello:1")
 	e.publicDigest = registryDigest(t, e.dir, e.crane, plain, hubReg+"/library/hello:1")
 	e.privateDigest = registryDigest(t, e.dir, e.crane, plain, hubReg+"/e2e/private:1")
+	e.privateBlob = layerDigest(t, e.dir, e.crane, plain, hubReg+"/e2e/private:1")
 
 	origin := newNamedCA(t, e.dir, "origin-ca", "nora-breaker e2e origin CA (upstreams only)")
 	public := newNamedCA(t, e.dir, "public-ca", "nora-breaker e2e public web PKI")
@@ -373,6 +375,12 @@ func hubFromStale(t *testing.T, e *hubEnv, n *nora) {
 	if status, body := noraGet(t, n, "https://"+hubHost+"/v2/e2e/private/manifests/1"); status == http.StatusOK || strings.Contains(body, "layers") {
 		t.Fatalf("everything down: the private manifest was served to a request without credentials: %d %s", status, body)
 	}
+	// Blobs are kept by digest whichever client fetched them (crane with a
+	// Basic token request, containerd with an OAuth2 POST): the private
+	// layer must not be served to someone who merely knows its digest.
+	if status, body := noraGet(t, n, "https://"+hubHost+"/v2/e2e/private/blobs/"+e.privateBlob); status == http.StatusOK {
+		t.Fatalf("everything down: the private layer was served to a request without credentials (%d bytes)", len(body))
+	}
 	if n.metric(t, "nora_sidecar_stale_served_total", fmt.Sprintf("registry=%q", hubKey)) == 0 {
 		t.Fatal("no stale copy counted as served for the hub")
 	}
@@ -380,7 +388,7 @@ func hubFromStale(t *testing.T, e *hubEnv, n *nora) {
 		t.Fatalf("hosts that refuse connections saw requests: before %s, after %s", before, after)
 	}
 	summary("crane + containerd, fresh caches", "every registry, realm and storage host refusing connections",
-		"public image by both clients and alice's private image (crane) from stale copies, digests match; the private image refused to anonymous crane, containerd and a bare request",
+		"public image by both clients and alice's private image (crane) from stale copies, digests match; the private image refused to anonymous crane, containerd and bare manifest and blob requests",
 		wall, e.seen())
 }
 

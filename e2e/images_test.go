@@ -65,3 +65,19 @@ func fileLayer(t *testing.T, path, name, body string) {
 	tw.Close()
 	writeFile(t, path, buf.String())
 }
+
+// layerDigest is the digest of the first layer of ref's manifest, asked of
+// the registry itself.
+func layerDigest(t *testing.T, dir, crane string, env []string, ref string) string {
+	t.Helper()
+	r := mustRun(t, dir, env, time.Minute, crane, "manifest", "--insecure", ref)
+	var m struct {
+		Layers []struct {
+			Digest string `json:"digest"`
+		} `json:"layers"`
+	}
+	if err := json.Unmarshal([]byte(r.out), &m); err != nil || len(m.Layers) == 0 {
+		t.Fatalf("crane manifest %s: %v: %s", ref, err, r.out)
+	}
+	return m.Layers[0].Digest
+}
