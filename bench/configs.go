@@ -70,7 +70,8 @@ log_format = "json"
 	b.WriteString(n.extra.sidecar)
 	hosts := make([]string, aliases)
 	for i := range hosts {
-		hosts[i] = fmt.Sprintf("%q", aliasHost(i))
+		// An alias on another port than its scheme's default names it.
+		hosts[i] = fmt.Sprintf("%q", fmt.Sprintf("%s:%d", aliasHost(i), e.upHTTPS))
 	}
 	fmt.Fprintf(&b, "\n[sidecar.aliases]\ncargo = [%s]\n", strings.Join(hosts, ", "))
 	fmt.Fprintf(&b, "\n[sidecar.resolve]\n%q = %q\n", fmt.Sprintf("%s:%d", benchDomain, e.upHTTPS), loop(e.upHTTPS))

@@ -45,6 +45,7 @@ func sidecarFields(s *Sidecar) []sidecarField {
 		{"admin_token", kString, &s.AdminToken},
 		{"max_connections", kInt, &s.MaxConnections},
 		{"throttle_default", kDuration, &s.ThrottleDefault},
+		{"credential_headers", kList, &s.CredentialHeaders},
 		{"shared_state", kString, &s.SharedState},
 		{"shared_state_prefix", kString, &s.SharedStatePrefix},
 		{"shared_state_password", kString, &s.SharedStatePassword},
@@ -77,7 +78,9 @@ func defaultSidecar() Sidecar {
 		LogFormat:           "json",
 		MaxConnections:      4096,
 		ThrottleDefault:     60 * time.Second,
-		SharedStatePrefix:   "nora-breaker",
+		CredentialHeaders: []string{"Authorization", "Cookie", "Proxy-Authorization", "Private-Token", "Job-Token",
+			"Deploy-Token", "X-Api-Key", "X-Jfrog-Art-Api", "X-Nuget-Apikey", "X-Auth-Token"},
+		SharedStatePrefix: "nora-breaker",
 	}
 }
 

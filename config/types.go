@@ -139,6 +139,11 @@ type Sidecar struct {
 	// usable Retry-After is left alone; default 60s.
 	ThrottleDefault time.Duration
 
+	// CredentialHeaders are the request headers that carry a client's
+	// credentials: never sent to another upstream, and what
+	// stale_authenticated keys copies by. Canonical form.
+	CredentialHeaders []string
+
 	// SharedState is the Redis URL (redis://, rediss:// or unix://) through which a
 	// fleet shares breaker state; "" = every process alone. It may carry a
 	// password: never log it (SharedStateDisplay redacts it).

@@ -2,10 +2,12 @@ package config
 
 import (
 	"net"
+	"net/textproto"
 	"strconv"
 	"strings"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/net/http/httpguts"
 )
 
 // validateSidecar checks the merged [sidecar] values and normalises host
@@ -55,6 +57,14 @@ func validateSidecar(s *Sidecar, from map[string]origin, probs *problems) {
 		if !validAllowHost(s.AllowHosts[i]) {
 			probs.add(at("allow_hosts").errorf("entry %q must be a host or host:port", h))
 		}
+	}
+	for i, h := range s.CredentialHeaders {
+		name := strings.TrimSpace(h)
+		if name == "" || !httpguts.ValidHeaderFieldName(name) {
+			probs.add(at("credential_headers").errorf("entry %q is not a header name", h))
+			continue
+		}
+		s.CredentialHeaders[i] = textproto.CanonicalMIMEHeaderKey(name)
 	}
 	validateAliases(s.Aliases, at, probs)
 	validateResolve(s.Resolve, at, probs)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,8 +45,13 @@ type Options struct {
 
 // Chain decides classified requests. It is safe for concurrent use.
 type Chain struct {
-	o           Options
-	realms      realms
+	o      Options
+	realms realms
+	tokens identities
+	blobs  blobRedirects
+	// challenges holds each docker candidate's last Bearer challenge, to
+	// find its cached token before it asks again.
+	challenges  sync.Map // candidate key → Challenge
 	fallbacks   *prometheus.CounterVec
 	staleServed *prometheus.CounterVec
 }
@@ -58,6 +64,10 @@ type Settings struct {
 	Transport http.RoundTripper
 	// StaleMode is stale_authenticated: off, isolate or share.
 	StaleMode string
+	// CredentialHeaders are the request headers that carry credentials:
+	// never sent to a candidate, and what stale copies are kept apart by.
+	// nil means stale.DefaultCredentialHeaders.
+	CredentialHeaders []string
 	// KeyOf returns the breaker key of the host a URL goes to, or "" when
 	// it is no upstream's (used to find a docker token realm's breaker).
 	KeyOf func(*url.URL) string

@@ -158,6 +158,13 @@ func (ts *TokenSource) Token(ctx context.Context, rt http.RoundTripper, upstream
 	}
 }
 
+// cached returns the fresh cached token for (upstreamKey, ch) fetched with
+// auth, without fetching: sent on a candidate's first try, so a registry
+// that wants a token does not see every request twice.
+func (ts *TokenSource) cached(upstreamKey, auth string, ch Challenge) (string, bool) {
+	return ts.lookup(tokenCacheKey(upstreamKey, ch), sha256.Sum256([]byte(auth)))
+}
+
 // admitRealm asks the realm host's breaker, if there is one, to admit a
 // fetch.
 func (ts *TokenSource) admitRealm(realmKey string) (breakerstate.Ticket, error) {

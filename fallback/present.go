@@ -11,11 +11,15 @@ import (
 )
 
 // present turns a candidate's successful answer into the client's answer:
-// it names the key that served, makes a relative Location absolute against
-// the candidate, and for PyPI pages makes relative file links absolute so the
-// client fetches files from the index that listed them.
+// it names the key that served, drops cookies (a session the candidate
+// opened for the proxy's configured credentials is not the client's, who
+// could otherwise replay it to the candidate), makes a relative Location
+// absolute against the candidate, and for PyPI pages makes relative file
+// links absolute so the client fetches files from the index that listed them.
 func (c *Chain) present(r Request, cand *config.Upstream, resp *http.Response) *http.Response {
 	resp.Header.Set("X-Nora-Upstream", cand.Key)
+	resp.Header.Del("Set-Cookie")
+	resp.Header.Del("Set-Cookie2")
 	page := *resp.Request.URL
 	absoluteLocation(resp.Header, &page)
 	if cand.Format == "pypi" && resp.StatusCode == http.StatusOK && r.Client.Method == http.MethodGet &&

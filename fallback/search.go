@@ -134,12 +134,8 @@ func (s *search) askAddressed(u *config.Upstream, t breakerstate.Ticket) (Result
 		s.throttle(key, resp)
 		s.throttled = true
 		return Result{}, false
-	case resp.StatusCode == http.StatusUnauthorized && key == u.Key:
-		if ch, ok := bearerChallenge(resp.Header); ok {
-			s.c.realms.learn(u, ch.Realm, s.r.Settings.KeyOf)
-		}
 	}
-	s.noteRedirect(u, resp)
+	s.observe(u, req, resp)
 	s.keepStale(resp)
 	return s.result(resp, answer.Forwarded, key), true
 }
@@ -157,7 +153,7 @@ func (s *search) askCandidate(u *config.Upstream, t breakerstate.Ticket) (Result
 	case resp.StatusCode < 400:
 		s.c.fallbacks.WithLabelValues(s.r.HostKey, u.Key).Inc()
 		resp = s.c.present(s.r, u, resp)
-		s.noteRedirect(u, resp)
+		s.observe(u, s.r.Client, resp)
 		// The client addressed this URL: the next outage of the whole chain
 		// should still find the artifact under it.
 		s.keepStale(resp)
@@ -195,13 +191,16 @@ func (s *search) throttle(key string, resp *http.Response) {
 	drainClose(resp.Body)
 }
 
-// sendCandidate sends the substituted request to cand, negotiating a docker
-// bearer token once when the candidate asks for one.
+// sendCandidate sends the substituted request to cand. A docker candidate
+// gets the cached token for its scope on the first try; one that answers
+// 401 with a Bearer challenge gets a token negotiated once, and a retry.
 func (s *search) sendCandidate(cand *config.Upstream, t breakerstate.Ticket) (*http.Response, error) {
 	rt := s.r.Settings.Transport
-	out := substitute(s.r.Client, cand, s.r.Rel)
+	out := substitute(s.r.Client, cand, s.r.Rel, s.credentialHeaders())
+	docker := cand.Format == "docker" && s.c.o.Tokens != nil
+	sentCached := docker && s.withCachedToken(out, cand)
 	resp, err := s.c.o.Sender.Send(rt, out, s.candidateTarget(cand), t)
-	if err != nil || resp.StatusCode != http.StatusUnauthorized || cand.Format != "docker" || s.c.o.Tokens == nil {
+	if err != nil || resp.StatusCode != http.StatusUnauthorized || !docker {
 		return resp, err
 	}
 	ch, ok := bearerChallenge(resp.Header)
@@ -209,8 +208,14 @@ func (s *search) sendCandidate(cand *config.Upstream, t breakerstate.Ticket) (*h
 		return resp, nil
 	}
 	s.c.realms.learn(cand, ch.Realm, s.r.Settings.KeyOf)
+	s.c.challenges.Store(cand.Key, Challenge{Scheme: ch.Scheme, Realm: ch.Realm, Service: ch.Service})
 	if len(ch.Scopes) == 0 {
 		ch.Scopes = dockerScope(s.r.Rel)
+	}
+	if sentCached {
+		// The registry refused a token we still thought fresh (revoked, or
+		// its clock disagrees): forget it and fetch anew.
+		s.c.o.Tokens.Invalidate(cand.Key, ch)
 	}
 	token, terr := s.c.o.Tokens.Token(s.r.Client.Context(), rt, cand.Key, cand.Auth, ch, s.c.realms.of(cand))
 	if terr != nil {
@@ -221,16 +226,33 @@ func (s *search) sendCandidate(cand *config.Upstream, t breakerstate.Ticket) (*h
 	if err != nil {
 		return nil, err
 	}
-	retry := substitute(s.r.Client, cand, s.r.Rel)
+	retry := substitute(s.r.Client, cand, s.r.Rel, s.credentialHeaders())
 	retry.Header.Set("Authorization", "Bearer "+token)
 	resp, err = s.c.o.Sender.Send(rt, retry, s.candidateTarget(cand), t2)
 	if err == nil && resp.StatusCode == http.StatusUnauthorized {
-		// The registry refused a token we still thought fresh (revoked, or
-		// its clock disagrees): forget it so the next pull fetches anew
-		// instead of failing until it expires.
 		s.c.o.Tokens.Invalidate(cand.Key, ch)
 	}
 	return resp, err
+}
+
+// withCachedToken puts the cached token for out's scope on out, when the
+// candidate's realm is known and a fresh token is cached; it reports
+// whether it did.
+func (s *search) withCachedToken(out *http.Request, cand *config.Upstream) bool {
+	v, ok := s.c.challenges.Load(cand.Key)
+	if !ok {
+		return false
+	}
+	ch := v.(Challenge)
+	ch.Scopes = dockerScope(s.r.Rel)
+	if len(ch.Scopes) == 0 {
+		return false
+	}
+	token, ok := s.c.o.Tokens.cached(cand.Key, cand.Auth, ch)
+	if ok {
+		out.Header.Set("Authorization", "Bearer "+token)
+	}
+	return ok
 }
 
 // candidateTarget is cand's attempt target with its header timeout cut to
@@ -289,7 +311,7 @@ func (s *search) staleCopy() (Result, bool) {
 	if st == nil {
 		return Result{}, false
 	}
-	ref, ok := stale.For(s.r.Client, s.r.Addressed.Format, s.r.Settings.StaleMode)
+	ref, ok := s.staleRef()
 	if !ok {
 		return Result{}, false
 	}
@@ -298,20 +320,73 @@ func (s *search) staleCopy() (Result, bool) {
 		return Result{}, false
 	}
 	s.c.staleServed.WithLabelValues(s.r.HostKey).Inc()
-	return s.result(e.Response(s.r.Client, s.c.o.Now()), answer.Stale, ""), true
+	resp := e.Response(s.r.Client, s.c.o.Now())
+	// A stale ping still names the realm, a stale token still stands for
+	// its credentials: the rest of an outage pull depends on both.
+	s.observe(s.r.Addressed, s.r.Client, resp)
+	return s.result(resp, answer.Stale, ""), true
 }
 
 // keepStale stores a copy of a cacheable answer while it streams.
 func (s *search) keepStale(resp *http.Response) {
 	st, req := s.c.o.Stale, s.r.Client
-	if st == nil || resp.StatusCode != http.StatusOK || req.Method != http.MethodGet {
+	if st == nil || req.Method != http.MethodGet {
 		return
 	}
-	ref, ok := stale.For(req, s.r.Addressed.Format, s.r.Settings.StaleMode)
-	if !ok || !st.Storable(req, resp) {
+	ref, ok := s.staleRef()
+	if !ok || !st.StorableFor(ref, req, resp) {
 		return
 	}
 	st.Store(ref, resp)
+}
+
+// stalePolicy is how the request's copies are keyed under its settings.
+func (s *search) stalePolicy() stale.Policy {
+	p := stale.Policy{Mode: s.r.Settings.StaleMode, CredentialHeaders: s.r.Settings.CredentialHeaders}
+	if s.r.Addressed.Format == "docker" {
+		p.Credential = s.c.tokens.credential
+	}
+	return p
+}
+
+// staleRef is the Ref the request's copies are kept and looked up under.
+func (s *search) staleRef() (stale.Ref, bool) {
+	p := s.stalePolicy()
+	if s.r.Addressed.Format == "docker" {
+		return s.c.dockerRef(p, s.r.Client)
+	}
+	return p.For(s.r.Client, s.r.Addressed.Format)
+}
+
+// observe learns what an answer of u to req teaches, whoever gave it (the
+// upstream, a candidate, the stale cache): where its redirect went, and,
+// for docker, where its token realm is, who a token stands for, and where a
+// blob's bytes live.
+func (s *search) observe(u *config.Upstream, req *http.Request, resp *http.Response) {
+	s.noteRedirect(u, resp)
+	if u.Format != "docker" {
+		return
+	}
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized:
+		if ch, ok := bearerChallenge(resp.Header); ok {
+			s.c.realms.learn(u, ch.Realm, s.r.Settings.KeyOf)
+		}
+	case isTokenRequest(req):
+		if cred, ok := s.stalePolicy().CredentialOf(req); ok {
+			s.c.tokens.learnToken(resp, cred)
+		}
+	default:
+		s.c.noteBlobRedirect(s.stalePolicy(), req, resp)
+	}
+}
+
+// credentialHeaders are the headers a candidate must never see.
+func (s *search) credentialHeaders() []string {
+	if h := s.r.Settings.CredentialHeaders; h != nil {
+		return h
+	}
+	return stale.DefaultCredentialHeaders()
 }
 
 func (s *search) result(resp *http.Response, kind answer.Result, servedBy string) Result {

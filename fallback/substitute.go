@@ -9,15 +9,13 @@ import (
 	"github.com/nora-breaker/nora-breaker/config"
 )
 
-// clientOnlyHeaders are the client's credentials for the upstream it
-// addressed; they must never reach another upstream (docs/behaviour.md §5.4, §10).
-var clientOnlyHeaders = [...]string{"Authorization", "Cookie", "Proxy-Authorization"}
-
 // substitute builds the request for candidate cand from the client's request:
 // same method and query, the path below the addressed upstream appended to
 // the candidate's URL, the candidate's Host, none of the client's credentials
 // and the candidate's own Basic credentials when it has some.
-func substitute(client *http.Request, cand *config.Upstream, rel string) *http.Request {
+// credentialHeaders are the client's credentials for the upstream it
+// addressed; they never reach another upstream (docs/behaviour.md §5.4, §10).
+func substitute(client *http.Request, cand *config.Upstream, rel string, credentialHeaders []string) *http.Request {
 	u := *cand.URL
 	u.User = nil
 	u.RawPath = ""
@@ -36,7 +34,7 @@ func substitute(client *http.Request, cand *config.Upstream, rel string) *http.R
 	out.RequestURI = ""
 	out.Body = http.NoBody
 	out.ContentLength = 0
-	for _, h := range clientOnlyHeaders {
+	for _, h := range credentialHeaders {
 		out.Header.Del(h)
 	}
 	if cand.Auth != "" {

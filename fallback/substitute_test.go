@@ -5,6 +5,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/nora-breaker/nora-breaker/stale"
 )
 
 func TestSubstitute(t *testing.T) {
@@ -38,9 +40,12 @@ func TestSubstitute(t *testing.T) {
 			client.Header.Set("Cookie", "session=client")
 			client.Header.Set("Proxy-Authorization", "Basic cHJveHk6cHc=")
 			client.Header.Set("Accept", "application/vnd.oci.image.index.v1+json")
+			client.Header.Set("Private-Token", "gitlab-token")
+			client.Header.Set("X-Api-Key", "key")
+			client.Header.Set("X-My-Registry-Token", "custom")
 			cand := testUpstream(t, "maven", tc.cand)
 			cand.Auth = tc.auth
-			out := substitute(client, cand, tc.rel)
+			out := substitute(client, cand, tc.rel, append(stale.DefaultCredentialHeaders(), "X-My-Registry-Token"))
 			if got := out.URL.String(); got != tc.wantURL {
 				t.Errorf("URL %q, want %q", got, tc.wantURL)
 			}
@@ -50,7 +55,7 @@ func TestSubstitute(t *testing.T) {
 			if got := out.Header.Get("Authorization"); got != tc.wantAuthz {
 				t.Errorf("Authorization %q, want %q", got, tc.wantAuthz)
 			}
-			for _, h := range []string{"Cookie", "Proxy-Authorization"} {
+			for _, h := range []string{"Cookie", "Proxy-Authorization", "Private-Token", "X-Api-Key", "X-My-Registry-Token"} {
 				if v := out.Header.Get(h); v != "" {
 					t.Errorf("client's %s leaked: %q", h, v)
 				}

@@ -26,6 +26,9 @@ type route struct {
 	// upstream's key for its URL host, "<key>@<host>" for an alias host
 	// (docs/behaviour.md §3.1).
 	Key string
+	// ClimbsOut marks a path addressed below an upstream's base path whose
+	// dot segments (plain or encoded) climb above it: refused with 400.
+	ClimbsOut bool
 }
 
 // hostRoute is one host:port an upstream owns, with its breaker key.
@@ -93,11 +96,24 @@ func newTable(ups []*config.Upstream) *upstreamTable {
 func (t *upstreamTable) Classify(u *url.URL) route {
 	host := strings.ToLower(u.Hostname())
 	scheme := strings.ToLower(u.Scheme)
-	path := u.EscapedPath()
-	for _, up := range t.byAuthority[origin(scheme, host, u.Port())] {
-		base := up.URL.EscapedPath()
-		if rel, ok := underPath(path, base); ok {
-			return route{Upstream: up, Rel: rel, Key: up.Key}
+	raw := u.EscapedPath()
+	path, climbed := resolveDots(raw, false)
+	loose, climbedLoose := resolveDots(raw, true)
+	ups := t.byAuthority[origin(scheme, host, u.Port())]
+	if !climbed && !climbedLoose {
+		for _, up := range ups {
+			base := up.URL.EscapedPath()
+			rel, under := underPath(path, base)
+			_, looseUnder := underPath(loose, base)
+			if under && looseUnder {
+				return route{Upstream: up, Rel: rel, Key: up.Key}
+			}
+		}
+	}
+	for _, up := range ups {
+		if _, rawUnder := underPath(raw, up.URL.EscapedPath()); rawUnder {
+			// Addressed below a base path, resolved above every one.
+			return route{Upstream: up, Key: up.Key, ClimbsOut: true}
 		}
 	}
 	_, port := hostPort(u)

@@ -78,6 +78,8 @@ func TestClassify(t *testing.T) {
 		{"configured alias, first in config order wins", "https://mirror.example.org/x", m2, true, ""},
 		{"path-prefixed pypi", "https://download.pytorch.org/whl/cu124/torch/", torch, false, "/torch/"},
 		{"escaped path kept", "https://pypi.org/simple/a%2Fb/", pypi, false, "/a%2Fb/"},
+		{"dot segments resolved inside the base", "https://repo.example.com/maven2/sub/../g/./a.jar", m2, false, "/g/a.jar"},
+		{"encoded dot segments resolved", "https://repo.example.com/maven2/x/%2e%2E/a.jar", m2, false, "/a.jar"},
 		{"unclassified", "https://example.net/x", "", false, ""},
 		{"unclassified IP", "http://127.0.0.1:9/x", "", false, ""},
 	}
@@ -166,6 +168,8 @@ func FuzzClassify(f *testing.F) {
 		"http://other.example:8080/m2/", "https://pypi.org/simple/a%2Fb/", "https://[::1]:443/x",
 		"https://files.pythonhosted.org/p", "https://REGISTRY-1.docker.io/v2/", "//x", "http://a:b@c/d?e#f",
 		"https://repo.example.com/maven2%2F/x", "https://repo.example.com:0443/maven2/x",
+		"https://repo.example.com/maven2/../../admin", "https://repo.example.com/maven2/%2e%2e/%2E%2e/x",
+		"https://repo.example.com/maven2/..%2f..%2fadmin", "https://repo.example.com/maven2/a/./b/../c",
 	} {
 		f.Add(s)
 	}
@@ -178,15 +182,74 @@ func FuzzClassify(f *testing.F) {
 		m := tab.Classify(u)
 		_ = tab.Candidates(m)
 		_ = tab.HostUpstream(u.Hostname(), u.Port())
-		if !m.Classified() || m.Alias {
+		if !m.Classified() || m.Alias || m.ClimbsOut {
 			return
 		}
 		base := strings.TrimSuffix(m.Upstream.URL.EscapedPath(), "/")
-		if got := base + m.Rel; got != u.EscapedPath() {
-			t.Fatalf("%q: upstream path %q + Rel %q = %q, want %q", raw, base, m.Rel, got, u.EscapedPath())
+		resolved, _ := resolveDots(u.EscapedPath(), false)
+		if got := base + m.Rel; got != resolved {
+			t.Fatalf("%q: upstream path %q + Rel %q = %q, want %q", raw, base, m.Rel, got, resolved)
+		}
+		if strict, _ := resolveDots(m.Rel, false); strict != m.Rel {
+			t.Fatalf("%q: Rel %q still holds dot segments", raw, m.Rel)
+		}
+		if loose, climbed := resolveDots(base+m.Rel, true); climbed || !strings.HasPrefix(loose+"/", base+"/") {
+			t.Fatalf("%q: Rel %q climbs out of %q when encoded slashes are decoded", raw, m.Rel, base)
 		}
 		if !strings.EqualFold(u.Hostname(), m.Upstream.URL.Hostname()) {
 			t.Fatalf("%q matched by prefix on another host %s", raw, m.Upstream.URL.Host)
 		}
 	})
+}
+
+// TestClassifyPathsThatClimbOut: a path addressed below an upstream's base
+// whose dot segments, plain or percent-encoded, climb above it.
+func TestClassifyPathsThatClimbOut(t *testing.T) {
+	tab, _ := classifyTable(t)
+	for _, raw := range []string{
+		"https://repo.example.com/maven2/../../admin/secret",
+		"https://repo.example.com/maven2/%2e%2e/%2e%2e/admin/secret",
+		"https://repo.example.com/maven2/%2E%2e/admin",
+		"https://repo.example.com/maven2/..%2f..%2fadmin",
+		"https://repo.example.com/maven2/..%2F..%2Fadmin",
+		"https://repo.example.com/maven2/..%5c..%5cadmin",
+		"https://repo.example.com/maven2/sub/../../x",
+		"https://registry-1.docker.io/../etc",
+	} {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := tab.Classify(u); !m.ClimbsOut {
+			t.Errorf("%s: %+v, want refused as climbing out", raw, m)
+		}
+	}
+}
+
+func TestResolveDots(t *testing.T) {
+	tests := []struct {
+		in, want string
+		loose    bool
+		climbed  bool
+	}{
+		{"/a/b/c", "/a/b/c", false, false},
+		{"/a/./b", "/a/b", false, false},
+		{"/a/b/..", "/a/", false, false},
+		{"/a/b/../c", "/a/c", false, false},
+		{"/a/%2e%2e/c", "/c", false, false},
+		{"/a/.%2E/c", "/c", false, false},
+		{"/a..b/c", "/a..b/c", false, false},
+		{"/...", "/...", false, false},
+		{"/../a", "/a", false, true},
+		{"/a/..%2fb", "/a/..%2fb", false, false},
+		{"/a/..%2fb", "/b", true, false},
+		{"/a/..%2f..%2fb", "/b", true, true},
+		{"/a\\..\\b", "/b", true, false},
+	}
+	for _, tc := range tests {
+		got, climbed := resolveDots(tc.in, tc.loose)
+		if got != tc.want || climbed != tc.climbed {
+			t.Errorf("resolveDots(%q, loose=%v) = %q, %v; want %q, %v", tc.in, tc.loose, got, climbed, tc.want, tc.climbed)
+		}
+	}
 }

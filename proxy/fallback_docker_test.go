@@ -20,6 +20,7 @@ type tokenRegistry struct {
 	mu          sync.Mutex
 	realmHits   map[string]int
 	tokenIssued int
+	unauth      atomic.Int64 // manifest requests that came without a token
 }
 
 func newTokenRegistry(t *testing.T) *tokenRegistry {
@@ -48,6 +49,7 @@ func newTokenRegistry(t *testing.T) *tokenRegistry {
 			t.Errorf("the client's hub credential reached the second registry")
 		}
 		if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer tok-") {
+			reg.unauth.Add(1)
 			w.Header().Set("WWW-Authenticate",
 				fmt.Sprintf(`Bearer realm="%s/token",service="registry.b",scope="%s"`, reg.URL, scope))
 			w.WriteHeader(http.StatusUnauthorized)
@@ -187,5 +189,31 @@ func TestFallbackDockerRefusedTokenIsRefetched(t *testing.T) {
 	}
 	if n := realmHits.Load(); n != 2 {
 		t.Fatalf("realm hits %d, want 2", n)
+	}
+}
+
+// TestFallbackDockerCachedTokenSentFirst: once the proxy holds a token for
+// a candidate's scope, it sends it on the first try: the second registry
+// does not see every fallback request twice (first without a token, 401).
+func TestFallbackDockerCachedTokenSentFirst(t *testing.T) {
+	hub := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { t.Error("hub is open") })
+	ghcr := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { t.Error("bound upstream asked") })
+	b := newTokenRegistry(t)
+	tp := newTestProxy(t, dockerConfig(hub.URL, b.URL, ghcr.URL), nil)
+	fbForceOpen(t, tp, fbKeys(t, tp, "docker")[0])
+	c := proxyClient(t, tp, nil)
+	before := b.upstream.hits.Load()
+	for i := range 3 {
+		resp, _ := fbDo(t, c, http.MethodGet, hub.URL+"/v2/library/alpine/manifests/3.20", fbHeader("Accept", manifestAccept))
+		if resp.StatusCode != 200 {
+			t.Fatalf("pull %d: %d", i, resp.StatusCode)
+		}
+	}
+	if n := b.unauth.Load(); n != 1 {
+		t.Fatalf("the second registry got %d requests without a token, want only the first", n)
+	}
+	// 1 refused + 1 token + 3 manifests with the token.
+	if n := b.upstream.hits.Load() - before; n != 5 {
+		t.Fatalf("the second registry saw %d requests, want 5", n)
 	}
 }

@@ -64,7 +64,8 @@ func fbWaitStored(t testing.TB, tp *testProxy, format, url string, hdr http.Head
 	for k, v := range hdr {
 		req.Header[k] = v
 	}
-	ref, ok := stale.For(req, format, tp.Config().Sidecar.StaleAuthenticated)
+	sc := tp.Config().Sidecar
+	ref, ok := stale.Policy{Mode: sc.StaleAuthenticated, CredentialHeaders: sc.CredentialHeaders}.For(req, format)
 	if !ok {
 		t.Fatalf("%s is not cacheable", url)
 	}

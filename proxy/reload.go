@@ -88,5 +88,6 @@ func restartSettings() []restartSetting {
 // the stale key mode and the admin token.
 func reloadableSettings() []string {
 	return []string{"upstream_ca", "dial_timeout", "tls_handshake_timeout", "resolve", "allow_hosts",
-		"deny_unlisted", "aliases", "stale_authenticated", "admin_token", "throttle_default"}
+		"deny_unlisted", "aliases", "stale_authenticated", "admin_token", "throttle_default",
+		"credential_headers"}
 }

@@ -72,6 +72,10 @@ func (p *Proxy) serve(req *http.Request, cs *connectState, snap *snapshot, rec *
 	}
 	m := p.routeOf(snap, req.URL)
 	rec.route = m
+	if m.ClimbsOut {
+		rec.result = answer.BadRequest
+		return answer.Refused(req, http.StatusBadRequest, "the path climbs out of the upstream's base path")
+	}
 	prepareOutbound(req)
 	if !m.Classified() {
 		if snap.cfg.Sidecar.DenyUnlisted && !snap.hostAllowed(host, port) {

@@ -84,6 +84,7 @@ func (s *snapshot) hostAllowed(host, port string) bool {
 // under: snap's, with routes that see the learned hosts too.
 func (p *Proxy) fallbackSettings(snap *snapshot) fallback.Settings {
 	return fallback.Settings{Transport: snap.transport, StaleMode: snap.cfg.Sidecar.StaleAuthenticated,
-		KeyOf:           func(u *url.URL) string { return p.routeOf(snap, u).Key },
-		ThrottleDefault: snap.cfg.Sidecar.ThrottleDefault}
+		CredentialHeaders: snap.cfg.Sidecar.CredentialHeaders,
+		KeyOf:             func(u *url.URL) string { return p.routeOf(snap, u).Key },
+		ThrottleDefault:   snap.cfg.Sidecar.ThrottleDefault}
 }

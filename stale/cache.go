@@ -146,14 +146,31 @@ func Open(o Options) (*Cache, error) {
 	return c, nil
 }
 
+// maxNegativeBody bounds a kept 404 or 410: its status and headers are what
+// matter, and a large error page is not worth the disk.
+const maxNegativeBody = 64 << 10
+
 // Storable reports whether resp, the answer to req, may be stored: a GET
-// answered 200, without Cache-Control no-store, and not announced larger than
-// the per-object bound.
+// answered 200, or 404/410 (a negative answer, up to 64 KiB), without
+// Cache-Control no-store, and not announced larger than its bound.
 func (c *Cache) Storable(req *http.Request, resp *http.Response) bool {
-	if req == nil || resp == nil || req.Method != http.MethodGet || resp.StatusCode != http.StatusOK {
+	return c.StorableFor(Ref{}, req, resp)
+}
+
+// StorableFor is Storable for ref's request: a Ref marked AnyStatus (the
+// docker ping) keeps its 401 too.
+func (c *Cache) StorableFor(ref Ref, req *http.Request, resp *http.Response) bool {
+	if req == nil || resp == nil || req.Method != http.MethodGet {
 		return false
 	}
-	if resp.ContentLength > c.maxObject {
+	switch {
+	case resp.StatusCode == http.StatusOK:
+	case resp.StatusCode == http.StatusNotFound, resp.StatusCode == http.StatusGone,
+		ref.AnyStatus && resp.StatusCode == http.StatusUnauthorized:
+	default:
+		return false
+	}
+	if resp.ContentLength > c.bodyLimit(resp.StatusCode) {
 		return false
 	}
 	for _, v := range resp.Header.Values("Cache-Control") {
@@ -164,7 +181,15 @@ func (c *Cache) Storable(req *http.Request, resp *http.Response) bool {
 			}
 		}
 	}
-	return true
+	return !variesByEverything(resp.Header)
+}
+
+// bodyLimit is the largest body kept for an answer with status.
+func (c *Cache) bodyLimit(status int) int64 {
+	if status == http.StatusOK {
+		return c.maxObject
+	}
+	return min(c.maxObject, maxNegativeBody)
 }
 
 // Lookup returns the entry stored under key by a request without
@@ -181,7 +206,7 @@ func (c *Cache) Find(ref Ref) (*Entry, bool) {
 	for range 2 {
 		c.mu.Lock()
 		it, ok := c.index[ref.Key]
-		if !ok || !ref.Servable(it.meta.Cred) {
+		if !ok || !ref.Servable(it.meta.Cred) || !variantMatches(it.meta, ref.header) {
 			c.mu.Unlock()
 			return nil, false
 		}

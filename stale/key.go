@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -19,6 +20,14 @@ const (
 	modeShare = "share"
 )
 
+// DefaultCredentialHeaders are the request headers that carry credentials
+// when the configuration names none (credential_headers): never sent to
+// another upstream, and what the credential rule of a mode looks at.
+func DefaultCredentialHeaders() []string {
+	return []string{"Authorization", "Cookie", "Proxy-Authorization", "Private-Token", "Job-Token",
+		"Deploy-Token", "X-Api-Key", "X-Jfrog-Art-Api", "X-Nuget-Apikey", "X-Auth-Token"}
+}
+
 // Ref names the copies of one request: the key they are stored under, and
 // who asked. Cred is a digest of the request's credentials ("" when it
 // carries none); it is stored with every copy, so that a copy is only ever
@@ -28,6 +37,15 @@ type Ref struct {
 	Key  string
 	Cred string
 	Mode string
+	// Digest, when set ("sha256:<hex>"), is what the body must hash to:
+	// a copy whose bytes differ is never committed (docker blobs).
+	Digest string
+	// AnyStatus marks a request whose every answer is worth keeping (the
+	// docker /v2/ ping, whose healthy answer is a 401 with a challenge).
+	AnyStatus bool
+	// header is the request's, to record and match the headers a stored
+	// answer varies by.
+	header http.Header
 }
 
 // Servable reports whether a copy stored by a request whose credentials had
@@ -45,6 +63,22 @@ func (ref Ref) Servable(storedCred string) bool {
 	return storedCred == ref.Cred
 }
 
+// Policy is how requests are keyed and who may be served which copy.
+type Policy struct {
+	// Mode is stale_authenticated: off, isolate (also "") or share. Any
+	// other value refuses every request, so a typo never leaks a private
+	// answer to another client.
+	Mode string
+	// CredentialHeaders are the headers that carry credentials; nil means
+	// DefaultCredentialHeaders.
+	CredentialHeaders []string
+	// Credential, when set, may name a request's credentials itself: it
+	// returns their digest ("" for none) and true, or false to fall back to
+	// hashing the credential headers. Docker uses it for bearer tokens,
+	// which are new on every pull but stand for who obtained them.
+	Credential func(*http.Request) (digest string, ok bool)
+}
+
 // For builds the Ref of req, or reports ok=false when the request must not
 // be stored or served from the cache.
 //
@@ -52,28 +86,23 @@ func (ref Ref) Servable(storedCred string) bool {
 // port only when not the scheme's default, escaped path, raw query; never the
 // userinfo), then the Accept header for requests whose answer depends on it
 // (docker manifests, npm packuments, PyPI simple pages), then the credential
-// rule of mode: "off" refuses requests with Authorization or Cookie,
-// "isolate" (also the meaning of "") appends a SHA-256 of those headers,
-// "share" ignores them. An unknown mode refuses, so a typo never leaks a
-// private answer to another client.
-func For(req *http.Request, format, mode string) (ref Ref, ok bool) {
+// rule of the mode: "off" refuses requests with credentials, "isolate"
+// appends a digest of them, "share" ignores them.
+func (p Policy) For(req *http.Request, format string) (ref Ref, ok bool) {
 	if req == nil || req.URL == nil {
 		return Ref{}, false
 	}
-	authz, cookie := req.Header.Values("Authorization"), req.Header.Values("Cookie")
-	hasCreds := len(authz) > 0 || len(cookie) > 0
-	switch mode {
-	case "":
+	mode := p.Mode
+	if mode == "" {
 		mode = modeIsolate
-	case modeOff:
-		if hasCreds {
-			return Ref{}, false
-		}
-	case modeIsolate, modeShare:
-	default:
+	}
+	if mode != modeOff && mode != modeIsolate && mode != modeShare {
 		return Ref{}, false
 	}
-
+	cred, ok := p.credential(req)
+	if !ok || (mode == modeOff && cred != "") {
+		return Ref{}, false
+	}
 	var b strings.Builder
 	b.Grow(128)
 	if !writeURL(&b, req) {
@@ -87,16 +116,59 @@ func For(req *http.Request, format, mode string) (ref Ref, ok bool) {
 		b.WriteString("\naccept=")
 		b.WriteString(accept)
 	}
-	ref = Ref{Mode: mode}
-	if hasCreds {
-		ref.Cred = credentialDigest(authz, cookie)
-		if mode != modeShare {
-			b.WriteString("\ncred=")
-			b.WriteString(ref.Cred)
-		}
+	ref = Ref{Mode: mode, Cred: cred, header: req.Header, AnyStatus: format == "docker" && isDockerPing(req.URL.Path)}
+	if cred != "" && mode != modeShare {
+		b.WriteString("\ncred=")
+		b.WriteString(cred)
 	}
 	ref.Key = b.String()
 	return ref, true
+}
+
+// CredentialOf is the digest of req's credentials as the policy sees them
+// ("" for none).
+func (p Policy) CredentialOf(req *http.Request) (string, bool) { return p.credential(req) }
+
+// credential is the digest of req's credentials ("" for none); false when
+// they cannot be keyed safely.
+func (p Policy) credential(req *http.Request) (string, bool) {
+	if p.Credential != nil {
+		if d, ok := p.Credential(req); ok {
+			return d, true
+		}
+	}
+	names := p.CredentialHeaders
+	if names == nil {
+		names = DefaultCredentialHeaders()
+	}
+	return credentialDigest(req.Header, names), true
+}
+
+// For is Policy{Mode: mode}.For(req, format).
+func For(req *http.Request, format, mode string) (Ref, bool) {
+	return Policy{Mode: mode}.For(req, format)
+}
+
+// BlobRef is the Ref a docker blob's bytes are kept under, whichever host
+// served them: its digest and whose credentials fetched it (cred, "" when
+// public). ok is false for a digest that is not "sha256:<64 hex>".
+func (p Policy) BlobRef(digest, cred string, header http.Header) (Ref, bool) {
+	algo, hexSum, _ := strings.Cut(digest, ":")
+	if algo != "sha256" || !validHash(hexSum) {
+		return Ref{}, false
+	}
+	mode := p.Mode
+	if mode == "" {
+		mode = modeIsolate
+	}
+	if mode != modeOff && mode != modeIsolate && mode != modeShare || (mode == modeOff && cred != "") {
+		return Ref{}, false
+	}
+	key := "docker-blob:" + digest
+	if cred != "" && mode != modeShare {
+		key += "\ncred=" + cred
+	}
+	return Ref{Key: key, Cred: cred, Mode: mode, Digest: digest, header: header}, true
 }
 
 // keyFor is For's key alone.
@@ -159,9 +231,23 @@ func normalHost(scheme, host string) string {
 	return net.JoinHostPort(h, port)
 }
 
-// credentialDigest hashes the credential headers so that the key (which is
-// written to disk) separates tenants without containing their secrets.
-func credentialDigest(authz, cookie []string) string {
+// credentialDigest hashes the credential headers present in h ("" when
+// there are none), so that the key (which is written to disk) separates
+// tenants without containing their secrets. Authorization and Cookie come
+// first, in the layout keys have always had; other credential headers follow
+// by name.
+func credentialDigest(h http.Header, names []string) string {
+	authz, cookie := h.Values("Authorization"), h.Values("Cookie")
+	var others []string
+	for _, n := range names {
+		n = http.CanonicalHeaderKey(n)
+		if n != "Authorization" && n != "Cookie" && len(h.Values(n)) > 0 {
+			others = append(others, n)
+		}
+	}
+	if len(authz) == 0 && len(cookie) == 0 && len(others) == 0 {
+		return ""
+	}
 	sum := sha256.New()
 	for _, v := range authz {
 		sum.Write([]byte(v))
@@ -171,6 +257,16 @@ func credentialDigest(authz, cookie []string) string {
 	for _, v := range cookie {
 		sum.Write([]byte(v))
 		sum.Write([]byte{0})
+	}
+	slices.Sort(others)
+	for _, n := range others {
+		sum.Write([]byte{2})
+		sum.Write([]byte(n))
+		sum.Write([]byte{0})
+		for _, v := range h.Values(n) {
+			sum.Write([]byte(v))
+			sum.Write([]byte{0})
+		}
 	}
 	return hex.EncodeToString(sum.Sum(nil))
 }
@@ -190,6 +286,24 @@ func variantByAccept(format, path string) bool {
 		return strings.HasSuffix(path, "/") || strings.Contains(path, "/simple/")
 	}
 	return false
+}
+
+// isDockerPing matches the registry API's version check, /v2/, under any
+// path prefix of the upstream.
+func isDockerPing(path string) bool { return strings.HasSuffix(path, "/v2/") || path == "/v2" }
+
+// BlobDigest returns the digest of a docker blob URL path
+// (/v2/<name>/blobs/<digest>), or "" when the path is no blob's.
+func BlobDigest(path string) string {
+	i := strings.LastIndex(path, "/blobs/")
+	if i < 0 || !strings.Contains(path[:i], "/v2/") {
+		return ""
+	}
+	d := path[i+len("/blobs/"):]
+	if strings.Contains(d, "/") {
+		return ""
+	}
+	return d
 }
 
 // isDockerManifest matches /v2/<name>/manifests/<ref> with a non-empty name

@@ -48,6 +48,9 @@ type meta struct {
 	// Cred is the credential digest of the request that stored the copy
 	// ("" when it carried none); see Ref.Servable.
 	Cred string `json:"cred,omitempty"`
+	// Vary holds the storing request's values of the headers the answer
+	// varies by (its Vary header, Accept-Encoding aside); see variantMatches.
+	Vary map[string]string `json:"vary,omitempty"`
 }
 
 // keyHash is the hex SHA-256 of a cache key: the on-disk name of its entry.
@@ -90,6 +93,11 @@ func decodeMeta(data []byte, hash string) (*meta, error) {
 			if !httpguts.ValidHeaderFieldValue(v) {
 				return nil, fmt.Errorf("%w: header value", errBadMeta)
 			}
+		}
+	}
+	for k, v := range m.Vary {
+		if !httpguts.ValidHeaderFieldName(k) || !httpguts.ValidHeaderFieldValue(v) {
+			return nil, fmt.Errorf("%w: vary header", errBadMeta)
 		}
 	}
 	if m.Header == nil {

@@ -37,10 +37,10 @@ func (c *Cache) Tee(key string, resp *http.Response) {
 // credentials, so that Find serves it only where ref's mode allows.
 func (c *Cache) Store(ref Ref, resp *http.Response) {
 	key := ref.Key
-	if key == "" || resp == nil || resp.Body == nil || resp.ContentLength > c.maxObject {
+	if key == "" || resp == nil || resp.Body == nil || resp.ContentLength > c.bodyLimit(resp.StatusCode) {
 		return
 	}
-	if !c.startWriting(key) {
+	if !c.startWriting(key, resp.StatusCode) {
 		return
 	}
 	hash := keyHash(key)
@@ -68,26 +68,30 @@ func (c *Cache) Store(ref Ref, resp *http.Response) {
 			header:   storedHeader(resp.Header),
 			storedAt: c.now(),
 			cred:     ref.Cred,
+			vary:     varyValues(resp.Header, ref.header),
 		},
-		want: resp.ContentLength,
-		f:    f,
-		w:    bufio.NewWriterSize(f, teeBufferSize),
+		want:   resp.ContentLength,
+		limit:  c.bodyLimit(resp.StatusCode),
+		digest: newDigestCheck(ref.Digest),
+		f:      f,
+		w:      bufio.NewWriterSize(f, teeBufferSize),
 	}
 }
 
-// startWriting claims key for one write. It refuses when the cache is
-// closed, when the key is already being written (a hot URL fetched by many
-// clients at once needs one copy, not one per client), when the stored copy
-// is younger than the refresh interval, or when too many writes are in
-// flight: the cache must never make work pile up behind a busy disk.
-func (c *Cache) startWriting(key string) bool {
+// startWriting claims key for one write of an answer with status. It
+// refuses when the cache is closed, when the key is already being written (a
+// hot URL fetched by many clients at once needs one copy, not one per
+// client), when the stored copy has the same status and is younger than the
+// refresh interval, or when too many writes are in flight: the cache must
+// never make work pile up behind a busy disk.
+func (c *Cache) startWriting(key string, status int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
 	case c.closed, c.writing[key], len(c.writing) >= c.maxWriters:
 		return false
 	}
-	if it := c.index[key]; it != nil && c.now().Sub(it.meta.StoredAt) < c.refreshAfter {
+	if it := c.index[key]; it != nil && it.meta.Status == status && c.now().Sub(it.meta.StoredAt) < c.refreshAfter {
 		return false
 	}
 	c.writing[key] = true
@@ -105,6 +109,7 @@ func (c *Cache) doneWriting(key string) {
 type pending struct {
 	key, hash string
 	cred      string
+	vary      map[string]string
 	status    int
 	header    http.Header
 	size      int64
@@ -116,10 +121,12 @@ type pending struct {
 
 // teeBody is the reader Tee installs.
 type teeBody struct {
-	c    *Cache
-	src  io.ReadCloser
-	p    pending
-	want int64 // ContentLength; -1 when unknown
+	c      *Cache
+	src    io.ReadCloser
+	p      pending
+	want   int64        // ContentLength; -1 when unknown
+	limit  int64        // the most bytes kept for this answer
+	digest *digestCheck // nil unless the body must hash to a digest
 
 	// mu guards the fields below. It is never held across src.Read, so a
 	// Close from another goroutine can always interrupt a stalled read.
@@ -144,10 +151,11 @@ func (t *teeBody) Read(b []byte) (int, error) {
 func (t *teeBody) observe(b []byte, err error) {
 	if len(b) > 0 {
 		t.n += int64(len(b))
-		if t.n > t.c.maxObject || (t.want >= 0 && t.n > t.want) {
+		if t.n > t.limit || (t.want >= 0 && t.n > t.want) {
 			t.abandon()
 			return
 		}
+		t.digest.write(b)
 		if _, werr := t.w.Write(b); werr != nil {
 			t.c.writeError(werr, t.p.hash, "write body")
 			t.abandon()
@@ -195,6 +203,13 @@ func (t *teeBody) abandon() {
 // finish hands the complete body to a background commit, so the client's
 // final Read never waits for fsync or renames. t.mu must be held.
 func (t *teeBody) finish() {
+	if !t.digest.matches() {
+		// Not the bytes the digest names (a broken or hostile upstream):
+		// such a copy must never be served.
+		t.c.writeError(errDigestMismatch, t.p.hash, "verify digest")
+		t.abandon()
+		return
+	}
 	p := t.p
 	p.size, p.f, p.w = t.n, t.f, t.w
 	c := t.c
@@ -242,7 +257,7 @@ func (c *Cache) commit(p *pending) error {
 		return fmt.Errorf("body: %w", err)
 	}
 	m := &meta{Version: metaVersion, Key: p.key, Status: p.status, Header: p.header,
-		Size: p.size, StoredAt: p.storedAt, Body: bodyName, Cred: p.cred}
+		Size: p.size, StoredAt: p.storedAt, Body: bodyName, Cred: p.cred, Vary: p.vary}
 	metaTmp, err := writeMetaTemp(filepath.Dir(tmp), p.hash, m)
 	if err != nil {
 		os.Remove(bodyPath)

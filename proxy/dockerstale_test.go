@@ -1,0 +1,277 @@
+package proxy
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// A docker pull of an image pulled before works from stale copies when the
+// registry, its token realm and the storage its blobs redirect to are all
+// down (docs/behaviour.md §6.1): the ping, the token, the manifest and the
+// blob bytes (kept by digest, whichever host served them). Bearer tokens are
+// new on every pull; copies are kept by who obtained the token, so a private
+// image stays private.
+
+// fakeHub is a registry in Docker Hub's shape: bearer tokens from its realm,
+// blobs redirected to a CDN with a signature that changes every time.
+type fakeHub struct {
+	down atomic.Bool
+
+	mu     sync.Mutex
+	tokens map[string]string // token → user ("" anonymous)
+	sigs   map[string]string // valid CDN signatures → blob digest
+	blobs  map[string][]byte // digest → bytes
+
+	cdnSawAuthorization atomic.Bool
+	hub, realm, cdn     *upstream
+}
+
+const privateRepo = "alice/secret-app"
+
+func newFakeHub(t *testing.T) *fakeHub {
+	h := &fakeHub{tokens: map[string]string{}, sigs: map[string]string{}, blobs: map[string][]byte{}}
+	h.hub = newUpstream(t, h.serveRegistry)
+	h.realm = newUpstream(t, h.serveRealm)
+	h.cdn = newUpstream(t, h.serveCDN)
+	return h
+}
+
+func randomHex() string {
+	b := make([]byte, 12)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func (h *fakeHub) addBlob(b []byte) string {
+	sum := sha256.Sum256(b)
+	d := "sha256:" + hex.EncodeToString(sum[:])
+	h.mu.Lock()
+	h.blobs[d] = b
+	h.mu.Unlock()
+	return d
+}
+
+func (h *fakeHub) serveRealm(w http.ResponseWriter, r *http.Request) {
+	if h.down.Load() {
+		http.Error(w, "realm down", http.StatusServiceUnavailable)
+		return
+	}
+	user := ""
+	if u, p, ok := r.BasicAuth(); ok {
+		if u != "alice" || p != "pw" {
+			http.Error(w, "bad credentials", http.StatusUnauthorized)
+			return
+		}
+		user = u
+	}
+	tok := randomHex()
+	h.mu.Lock()
+	h.tokens[tok] = user
+	h.mu.Unlock()
+	json.NewEncoder(w).Encode(map[string]any{"token": tok, "expires_in": 300})
+}
+
+func (h *fakeHub) serveRegistry(w http.ResponseWriter, r *http.Request) {
+	if h.down.Load() {
+		http.Error(w, "registry down", http.StatusServiceUnavailable)
+		return
+	}
+	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	h.mu.Lock()
+	user, valid := h.tokens[tok]
+	h.mu.Unlock()
+	repo := strings.TrimPrefix(r.URL.Path, "/v2/")
+	repo, _, _ = strings.Cut(repo, "/manifests/")
+	repo, _, _ = strings.Cut(repo, "/blobs/")
+	if !valid || (strings.HasPrefix(r.URL.Path, "/v2/"+privateRepo+"/") && user != "alice") {
+		w.Header().Set("Www-Authenticate", fmt.Sprintf(`Bearer realm="http://auth.hub.test/token",service="hub.test",scope="repository:%s:pull"`, repo))
+		http.Error(w, `{"errors":[{"code":"UNAUTHORIZED"}]}`, http.StatusUnauthorized)
+		return
+	}
+	switch {
+	case strings.Contains(r.URL.Path, "/manifests/"):
+		h.mu.Lock()
+		var layer string
+		for d := range h.blobs {
+			if len(h.blobs[d]) > 0 && (strings.Contains(r.URL.Path, privateRepo) == strings.HasPrefix(string(h.blobs[d]), "private")) {
+				layer = d
+			}
+		}
+		h.mu.Unlock()
+		w.Header().Set("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+		fmt.Fprintf(w, `{"schemaVersion":2,"layers":[{"digest":%q}]}`, layer)
+	case strings.Contains(r.URL.Path, "/blobs/"):
+		d := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
+		sig := randomHex()
+		h.mu.Lock()
+		h.sigs[sig] = d
+		h.mu.Unlock()
+		http.Redirect(w, r, "http://cdn.hub.test/blobs/"+d+"?sig="+sig, http.StatusTemporaryRedirect)
+	default:
+		io.WriteString(w, "{}")
+	}
+}
+
+func (h *fakeHub) serveCDN(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Authorization") != "" {
+		h.cdnSawAuthorization.Store(true)
+	}
+	if h.down.Load() {
+		http.Error(w, "cdn down", http.StatusServiceUnavailable)
+		return
+	}
+	h.mu.Lock()
+	d, ok := h.sigs[r.URL.Query().Get("sig")]
+	b := h.blobs[d]
+	h.mu.Unlock()
+	if !ok || !strings.HasSuffix(r.URL.Path, d) {
+		http.Error(w, "bad signature", http.StatusForbidden)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Write(b)
+}
+
+// pull does what a docker client does, through c: ping, token (as user, ""
+// for anonymous), manifest, blob via its redirect; it returns the layer's
+// bytes after checking them against their digest.
+func pull(c *http.Client, repo, user string) ([]byte, error) {
+	get := func(u string, hdr http.Header) (*http.Response, []byte, error) {
+		req, _ := http.NewRequest("GET", u, nil)
+		for k, v := range hdr {
+			req.Header[k] = v
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return resp, b, err
+	}
+	resp, _, err := get("http://hub.test/v2/", nil)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized {
+		return nil, fmt.Errorf("ping: %v %v", status(resp), err)
+	}
+	tokenURL := "http://auth.hub.test/token?service=hub.test&scope=" + url.QueryEscape("repository:"+repo+":pull")
+	hdr := http.Header{}
+	if user != "" {
+		req, _ := http.NewRequest("GET", tokenURL, nil)
+		req.SetBasicAuth(user, "pw")
+		hdr["Authorization"] = req.Header["Authorization"]
+	}
+	resp, body, err := get(tokenURL, hdr)
+	if err != nil || resp.StatusCode != 200 {
+		return nil, fmt.Errorf("token: %v %v", status(resp), err)
+	}
+	var tok struct{ Token string }
+	if err := json.Unmarshal(body, &tok); err != nil || tok.Token == "" {
+		return nil, fmt.Errorf("token answer %q", body)
+	}
+	auth := http.Header{"Authorization": {"Bearer " + tok.Token}, "Accept": {"application/vnd.oci.image.manifest.v1+json"}}
+	resp, body, err = get("http://hub.test/v2/"+repo+"/manifests/1", auth)
+	if err != nil || resp.StatusCode != 200 {
+		return nil, fmt.Errorf("manifest: %v %v", status(resp), err)
+	}
+	var m struct{ Layers []struct{ Digest string } }
+	if err := json.Unmarshal(body, &m); err != nil || len(m.Layers) != 1 {
+		return nil, fmt.Errorf("manifest %q", body)
+	}
+	digest := m.Layers[0].Digest
+	resp, body, err = get("http://hub.test/v2/"+repo+"/blobs/"+digest, http.Header{"Authorization": auth["Authorization"]})
+	if err == nil && resp.StatusCode == http.StatusTemporaryRedirect {
+		resp, body, err = get(resp.Header.Get("Location"), nil) // a client follows without the token
+	}
+	if err != nil || resp.StatusCode != 200 {
+		return nil, fmt.Errorf("blob: %v %v", status(resp), err)
+	}
+	if sum := sha256.Sum256(body); "sha256:"+hex.EncodeToString(sum[:]) != digest {
+		return nil, errors.New("blob bytes do not match their digest")
+	}
+	return body, nil
+}
+
+func status(resp *http.Response) any {
+	if resp == nil {
+		return "no answer"
+	}
+	return resp.StatusCode
+}
+
+func TestDockerPullFromStaleCopies(t *testing.T) {
+	h := newFakeHub(t)
+	public := []byte("public layer " + randomHex())
+	h.addBlob(public)
+	h.addBlob([]byte("private layer " + randomHex()))
+	addr := func(u *upstream) string { return strings.TrimPrefix(u.URL, "http://") }
+	tp := newTestProxy(t, fmt.Sprintf(`
+[circuit_breaker]
+enabled = true
+failure_threshold = 3
+[registries]
+enable = "docker"
+[[docker.upstreams]]
+url = "http://hub.test"
+[sidecar]
+stale_dir = %q
+[sidecar.aliases]
+"docker:http://hub.test" = ["auth.hub.test", "cdn.hub.test"]
+[sidecar.resolve]
+"hub.test:80" = %q
+"auth.hub.test:80" = %q
+"cdn.hub.test:80" = %q
+`, filepath.Join(t.TempDir(), "stale"), addr(h.hub), addr(h.realm), addr(h.cdn)), nil)
+	newClient := func() *http.Client { return proxyClient(t, tp, nil) }
+	if got, err := pull(newClient(), "library/app", ""); err != nil || string(got) != string(public) {
+		t.Fatalf("healthy public pull: %v", err)
+	}
+	if _, err := pull(newClient(), privateRepo, "alice"); err != nil {
+		t.Fatalf("healthy private pull: %v", err)
+	}
+	if _, err := pull(newClient(), privateRepo, ""); err == nil {
+		t.Fatal("the fake registry let an anonymous client pull the private image")
+	}
+	// Give the background commits a moment: each copy lands after its body.
+	pollUntil(t, 10*time.Second, func() bool { _, n := tp.stale.Stats(); return n >= 8 })
+
+	h.down.Store(true)
+	if got, err := pull(newClient(), "library/app", ""); err != nil || string(got) != string(public) {
+		t.Fatalf("public pull with registry, realm and storage down: %v", err)
+	}
+	if _, err := pull(newClient(), privateRepo, "alice"); err != nil {
+		t.Fatalf("private pull by its owner with everything down: %v", err)
+	}
+	if _, err := pull(newClient(), privateRepo, ""); err == nil {
+		t.Fatal("an anonymous client pulled the private image from stale copies")
+	}
+	if h.cdnSawAuthorization.Load() {
+		t.Fatal("the CDN received an Authorization header")
+	}
+	// The two outage pulls that worked took ping, token, manifest and blob
+	// each from stale copies; the anonymous one's ping and token too.
+	_, metrics := ixAdmin(t, tp, "GET", "/metrics", "")
+	served := 0.0
+	for _, line := range strings.Split(metrics, "\n") {
+		if strings.HasPrefix(line, "nora_sidecar_stale_served_total{") {
+			var v float64
+			fmt.Sscan(line[strings.LastIndex(line, " ")+1:], &v)
+			served += v
+		}
+	}
+	if served < 10 {
+		t.Fatalf("%v stale copies served, want at least 10", served)
+	}
+}

@@ -1,0 +1,182 @@
+package proxy
+
+import (
+	"bufio"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nora-breaker/nora-breaker/certs"
+)
+
+// twoMavenWithCreds is maven A (addressed) and B (candidate, with its own
+// configured credentials), plus extra [sidecar] lines.
+func twoMavenWithCreds(a, b, sidecar string) string {
+	return fmt.Sprintf(`
+[circuit_breaker]
+enabled = true
+[registries]
+enable = "maven"
+[maven]
+proxies = ["%s/maven2", { url = "%s/repo", auth = "buser:bpass" }]
+[sidecar]
+%s
+`, a, b, sidecar)
+}
+
+// TestSecurityDotSegmentsNeverReachTheCandidate: a path that climbs out of
+// the addressed upstream's base path is refused with 400 before any
+// upstream sees it, in every spelling, on the plain port and inside an
+// intercepted tunnel; a path whose dots stay inside reaches the candidate
+// resolved.
+func TestSecurityDotSegmentsNeverReachTheCandidate(t *testing.T) {
+	climbing := []string{"/maven2/../../admin/secret", "/maven2/%2e%2e/%2e%2e/admin/secret",
+		"/maven2/..%2f..%2fadmin/secret", "/maven2/..%2F..%2Fadmin", "/maven2/x/../../../admin"}
+	var seen atomic.Value
+	seen.Store("")
+	b := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		seen.Store(r.URL.EscapedPath())
+		io.WriteString(w, "B")
+	})
+	t.Run("plain", func(t *testing.T) {
+		a := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusBadGateway) })
+		tp := newTestProxy(t, twoMavenWithCreds(a.URL, b.URL, ""), nil)
+		host := strings.TrimPrefix(a.URL, "http://")
+		for _, p := range climbing {
+			conn, err := net.Dial("tcp", tp.URL.Host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp := exchangeOn(t, conn, fmt.Sprintf("GET http://%s%s HTTP/1.1\r\nHost: %s\r\n\r\n", host, p, host))
+			conn.Close()
+			if resp.StatusCode != http.StatusBadRequest {
+				t.Errorf("%s: %d, want 400", p, resp.StatusCode)
+			}
+		}
+		if a.hits.Load() != 0 || b.hits.Load() != 0 {
+			t.Fatalf("a climbing path reached an upstream (A %d, B %d)", a.hits.Load(), b.hits.Load())
+		}
+		resp, body := fbGet(t, proxyClient(t, tp, nil), a.URL+"/maven2/g/x/../a.jar")
+		if resp.StatusCode != 200 || body != "B" || seen.Load() != "/repo/g/a.jar" {
+			t.Fatalf("dots inside the base: %d %q, B saw %q, want /repo/g/a.jar", resp.StatusCode, body, seen.Load())
+		}
+	})
+	t.Run("intercepted", func(t *testing.T) {
+		a := newTLSUpstream(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusBadGateway) })
+		certPath, keyPath, err := certs.Init(filepath.Join(t.TempDir(), "ca"), newFakeClock().Now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tp := newTestProxy(t, twoMavenWithCreds(a.URL, b.URL, fmt.Sprintf("ca_cert = %q\nca_key = %q\nupstream_ca = %q",
+			certPath, keyPath, writeUpstreamCA(t, a.Server))), nil)
+		ca := newPool(t, mustRead(t, certPath))
+		target := strings.TrimPrefix(a.URL, "https://")
+		for _, p := range climbing {
+			_, conn, _ := ixRawConnect(t, tp, target)
+			tc := tls.Client(conn, &tls.Config{RootCAs: ca, ServerName: "127.0.0.1", Time: tp.Clock.Now,
+				NextProtos: []string{"http/1.1"}})
+			_ = tc.SetDeadline(time.Now().Add(10 * time.Second))
+			fmt.Fprintf(tc, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", p, target)
+			resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			tc.Close()
+			if resp.StatusCode != http.StatusBadRequest {
+				t.Errorf("%s: %d, want 400", p, resp.StatusCode)
+			}
+		}
+		if a.hits.Load() != 0 {
+			t.Fatalf("a climbing path reached the addressed upstream %d times", a.hits.Load())
+		}
+	})
+	if strings.Contains(seen.Load().(string), "admin") {
+		t.Fatalf("B received %q", seen.Load())
+	}
+}
+
+// TestSecurityCredentialHeadersStayWithTheAddressedUpstream: every
+// credential header (the defaults and the configured ones) stays with the
+// upstream the client addressed, and keys the stale copy: a copy fetched
+// with only Private-Token is never served to a client without it.
+func TestSecurityCredentialHeadersStayWithTheAddressedUpstream(t *testing.T) {
+	var down atomic.Bool
+	leaked := make(chan string, 16)
+	a := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		io.WriteString(w, "private to "+r.Header.Get("Private-Token"))
+	})
+	b := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		for _, h := range []string{"Private-Token", "X-Api-Key", "Job-Token", "X-Registry-Secret"} {
+			if v := r.Header.Get(h); v != "" {
+				leaked <- h + ": " + v
+			}
+		}
+		w.WriteHeader(http.StatusNotFound)
+	})
+	tp := newTestProxy(t, twoMavenWithCreds(a.URL, b.URL, fmt.Sprintf(
+		"stale_dir = %q\ncredential_headers = [\"Authorization\", \"Cookie\", \"Private-Token\", \"X-Api-Key\", \"Job-Token\", \"X-Registry-Secret\"]",
+		filepath.Join(t.TempDir(), "stale"))), nil)
+	c := proxyClient(t, tp, nil)
+	url := a.URL + "/maven2/g/private.jar"
+	token := fbHeader("Private-Token", "glpat-secret", "X-Api-Key", "k", "Job-Token", "j", "X-Registry-Secret", "s")
+	if resp, body := fbDo(t, c, "GET", url, token); resp.StatusCode != 200 || body != "private to glpat-secret" {
+		t.Fatalf("priming: %d %q", resp.StatusCode, body)
+	}
+	fbWaitStored(t, tp, "maven", url, token)
+	down.Store(true)
+	resp, body := fbGet(t, c, url) // no credentials at all
+	if resp.Header.Get("X-Nora-Stale") != "" || strings.Contains(body, "glpat") {
+		t.Fatalf("a client without the token got the private copy: %d %q", resp.StatusCode, body)
+	}
+	if resp, body := fbDo(t, c, "GET", url, token); resp.Header.Get("X-Nora-Stale") != "true" || body != "private to glpat-secret" {
+		t.Fatalf("the token's owner: %d %q, want its stale copy", resp.StatusCode, body)
+	}
+	close(leaked)
+	for l := range leaked {
+		t.Errorf("credential header reached the candidate: %s", l)
+	}
+}
+
+// TestSecuritySetCookieFromACandidateIsDropped: a session a candidate
+// opened for the proxy's configured credentials never reaches the client.
+func TestSecuritySetCookieFromACandidateIsDropped(t *testing.T) {
+	a := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		http.SetCookie(w, &http.Cookie{Name: "a-session", Value: "client-own"})
+		w.WriteHeader(http.StatusBadGateway)
+	})
+	b := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		http.SetCookie(w, &http.Cookie{Name: "JSESSIONID", Value: "opened-with-buser"})
+		w.Header().Add("Set-Cookie2", "legacy=1")
+		io.WriteString(w, "jar")
+	})
+	tp := newTestProxy(t, twoMavenWithCreds(a.URL, b.URL, ""), nil)
+	resp, body := fbGet(t, proxyClient(t, tp, nil), a.URL+"/maven2/g/a.jar")
+	if resp.StatusCode != 200 || body != "jar" {
+		t.Fatalf("fallback: %d %q", resp.StatusCode, body)
+	}
+	if v := resp.Header.Values("Set-Cookie"); len(v) != 0 || resp.Header.Get("Set-Cookie2") != "" {
+		t.Fatalf("the candidate's cookies reached the client: %v", resp.Header)
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
