@@ -74,7 +74,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.a
   address = %q
 [debug]
   address = ""
-  level = "info"
+  level = "warn"
 [metrics]
   address = ""
 [plugins."io.containerd.internal.v1.opt"]

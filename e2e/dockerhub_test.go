@@ -226,17 +226,28 @@ func (e *hubEnv) clients() []hubClient {
 	return []hubClient{{"crane", e.cranePull}, {"containerd", e.ctrPull}}
 }
 
+// pullWant pulls ref with c and reports (t.Errorf, so the case goes on
+// and shows everything that is wrong) a failed pull or a digest other
+// than want; it returns the run.
+func (e *hubEnv) pullWant(t *testing.T, n *nora, c hubClient, ref, user, want, what string) clientRun {
+	t.Helper()
+	r, d := c.pull(t, n, ref, user)
+	if d != want {
+		t.Errorf("%s: %s pull of %s: got digest %q, want %s (%v)\n%s", what, c.name, ref, d, want, r.err, tail(r.out, 3000))
+	}
+	return r
+}
+
 // pullsOK pulls the public image with crane and with containerd; both
 // must succeed with the hub's digest. It returns both runs' wall time.
 func (e *hubEnv) pullsOK(t *testing.T, n *nora, what string) time.Duration {
 	t.Helper()
 	var wall time.Duration
 	for _, c := range e.clients() {
-		r, d := c.pull(t, n, hubPublic, "")
-		wall += r.wall
-		if d != e.publicDigest {
-			t.Fatalf("%s: %s pull of %s: got digest %q, want %s (%v)\n%s", what, c.name, hubPublic, d, e.publicDigest, r.err, tail(r.out, 3000))
-		}
+		wall += e.pullWant(t, n, c, hubPublic, "", e.publicDigest, what).wall
+	}
+	if t.Failed() {
+		t.FailNow()
 	}
 	return wall
 }
@@ -323,11 +334,10 @@ func hubHealthy(t *testing.T, e *hubEnv, n *nora) {
 	start := time.Now()
 	wall := e.pullsOK(t, n, "healthy")
 	for _, c := range e.clients() {
-		r, d := c.pull(t, n, hubPrivate, alice)
-		wall += r.wall
-		if d != e.privateDigest {
-			t.Fatalf("%s pull of %s with alice's credentials: digest %q, want %s (%v)\n%s", c.name, hubPrivate, d, e.privateDigest, r.err, tail(r.out, 3000))
-		}
+		wall += e.pullWant(t, n, c, hubPrivate, alice, e.privateDigest, "healthy, alice").wall
+	}
+	if t.Failed() {
+		t.FailNow()
 	}
 	// Anonymous: the realm gives a token, the hub refuses it for this
 	// repository. The proxy has now seen an anonymous token request for
@@ -360,32 +370,36 @@ func hubHealthy(t *testing.T, e *hubEnv, n *nora) {
 // with the same digests; alice's private image is served to alice (crane,
 // Basic credentials on the token request) and to nobody else.
 func hubFromStale(t *testing.T, e *hubEnv, n *nora) {
+	// Every check here stands on its own: each failure is reported and
+	// the case goes on, so one run shows what the proxy does in all of them.
 	before := e.seen()
-	wall := e.pullsOK(t, n, "everything down")
-	r, d := e.cranePull(t, n, hubPrivate, alice)
-	wall += r.wall
-	if d != e.privateDigest {
-		t.Fatalf("everything down: alice's crane pull of %s: digest %q, want %s\n%s", hubPrivate, d, e.privateDigest, tail(r.out, 3000))
+	var wall time.Duration
+	for _, c := range e.clients() {
+		wall += e.pullWant(t, n, c, hubPublic, "", e.publicDigest, "everything down").wall
 	}
+	wall += e.pullWant(t, n, e.clients()[0], hubPrivate, alice, e.privateDigest, "everything down, alice").wall
 	for _, c := range e.clients() {
 		if r, d := c.pull(t, n, hubPrivate, ""); d != "" {
-			t.Fatalf("everything down: anonymous %s pull of %s was served (digest %s):\n%s", c.name, hubPrivate, d, tail(r.out, 2000))
+			t.Errorf("everything down: anonymous %s pull of %s was served (digest %s):\n%s", c.name, hubPrivate, d, tail(r.out, 2000))
 		}
 	}
 	if status, body := noraGet(t, n, "https://"+hubHost+"/v2/e2e/private/manifests/1"); status == http.StatusOK || strings.Contains(body, "layers") {
-		t.Fatalf("everything down: the private manifest was served to a request without credentials: %d %s", status, body)
+		t.Errorf("everything down: the private manifest was served to a request without credentials: %d %s", status, body)
 	}
 	// Blobs are kept by digest whichever client fetched them (crane with a
 	// Basic token request, containerd with an OAuth2 POST): the private
 	// layer must not be served to someone who merely knows its digest.
 	if status, body := noraGet(t, n, "https://"+hubHost+"/v2/e2e/private/blobs/"+e.privateBlob); status == http.StatusOK {
-		t.Fatalf("everything down: the private layer was served to a request without credentials (%d bytes)", len(body))
+		t.Errorf("everything down: the private layer was served to a request without credentials (%d bytes)", len(body))
 	}
 	if n.metric(t, "nora_sidecar_stale_served_total", fmt.Sprintf("registry=%q", hubKey)) == 0 {
-		t.Fatal("no stale copy counted as served for the hub")
+		t.Error("no stale copy counted as served for the hub")
 	}
 	if after := e.seen(); after != before {
-		t.Fatalf("hosts that refuse connections saw requests: before %s, after %s", before, after)
+		t.Errorf("hosts that refuse connections saw requests: before %s, after %s", before, after)
+	}
+	if t.Failed() {
+		return
 	}
 	summary("crane + containerd, fresh caches", "every registry, realm and storage host refusing connections",
 		"public image by both clients and alice's private image (crane) from stale copies, digests match; the private image refused to anonymous crane, containerd and bare manifest and blob requests",
