@@ -315,7 +315,7 @@ func (s *search) staleCopy() (Result, bool) {
 	if !ok {
 		return Result{}, false
 	}
-	e, ok := st.Find(ref)
+	e, ok := s.findStale(ref)
 	if !ok {
 		return Result{}, false
 	}
@@ -327,17 +327,40 @@ func (s *search) staleCopy() (Result, bool) {
 	return s.result(resp, answer.Stale, ""), true
 }
 
+// findStale finds the copy for ref; a HEAD takes its own kept answer
+// first, else the GET's headers.
+func (s *search) findStale(ref stale.Ref) (*stale.Entry, bool) {
+	if s.keepsHead() {
+		if e, ok := s.c.o.Stale.Find(ref.HeadRef()); ok {
+			return e, true
+		}
+	}
+	return s.c.o.Stale.Find(ref)
+}
+
+// keepsHead reports a request whose HEAD answer is kept on its own: a
+// docker manifest's, which containerd only ever asks for with HEAD.
+func (s *search) keepsHead() bool {
+	req := s.r.Client
+	return req.Method == http.MethodHead && s.r.Addressed.Format == "docker" && stale.DockerManifest(req.URL.Path)
+}
+
 // keepStale stores a copy of a cacheable answer while it streams.
 func (s *search) keepStale(resp *http.Response) {
 	st, req := s.c.o.Stale, s.r.Client
-	if st == nil || req.Method != http.MethodGet {
+	if st == nil || (req.Method != http.MethodGet && !s.keepsHead()) {
 		return
 	}
 	ref, ok := s.staleRef()
-	if !ok || !st.StorableFor(ref, req, resp) {
+	if !ok {
 		return
 	}
-	st.Store(ref, resp)
+	if s.keepsHead() {
+		ref = ref.HeadRef()
+	}
+	if st.StorableFor(ref, req, resp) {
+		st.Store(ref, resp)
+	}
 }
 
 // stalePolicy is how the request's copies are keyed under its settings.

@@ -111,8 +111,14 @@ func (h *fakeHub) serveRegistry(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		h.mu.Unlock()
+		body := fmt.Sprintf(`{"schemaVersion":2,"layers":[{"digest":%q}]}`, layer)
+		sum := sha256.Sum256([]byte(body))
 		w.Header().Set("Content-Type", "application/vnd.oci.image.manifest.v1+json")
-		fmt.Fprintf(w, `{"schemaVersion":2,"layers":[{"digest":%q}]}`, layer)
+		w.Header().Set("Docker-Content-Digest", "sha256:"+hex.EncodeToString(sum[:]))
+		w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+		if r.Method != http.MethodHead {
+			io.WriteString(w, body)
+		}
 	case strings.Contains(r.URL.Path, "/blobs/"):
 		d := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
 		sig := randomHex()
@@ -204,6 +210,64 @@ func pull(c *http.Client, repo, user string) ([]byte, error) {
 	return body, nil
 }
 
+// pullLikeContainerd does what containerd does: no ping; HEAD the tag
+// without a token (401), get a token, HEAD the tag with it to learn the
+// digest, GET the manifest by digest, then the blob.
+func pullLikeContainerd(c *http.Client, repo string) ([]byte, error) {
+	do := func(method, u string, hdr http.Header) (*http.Response, []byte, error) {
+		req, _ := http.NewRequest(method, u, nil)
+		for k, v := range hdr {
+			req.Header[k] = v
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return resp, b, err
+	}
+	accept := http.Header{"Accept": {"application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json"}}
+	tag := "http://hub.test/v2/" + repo + "/manifests/1"
+	resp, _, err := do(http.MethodHead, tag, accept)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("Www-Authenticate") == "" {
+		return nil, fmt.Errorf("HEAD tag without a token: %v %v", status(resp), err)
+	}
+	resp, body, err := do(http.MethodGet, "http://auth.hub.test/token?service=hub.test&scope="+
+		url.QueryEscape("repository:"+repo+":pull"), nil)
+	var tok struct{ Token string }
+	if err != nil || resp.StatusCode != 200 || json.Unmarshal(body, &tok) != nil {
+		return nil, fmt.Errorf("token: %v %v", status(resp), err)
+	}
+	auth := accept.Clone()
+	auth.Set("Authorization", "Bearer "+tok.Token)
+	resp, _, err = do(http.MethodHead, tag, auth)
+	digest := ""
+	if resp != nil {
+		digest = resp.Header.Get("Docker-Content-Digest")
+	}
+	if err != nil || resp.StatusCode != 200 || digest == "" || resp.ContentLength <= 0 {
+		return nil, fmt.Errorf("HEAD tag with a token: %v %v (digest %q)", status(resp), err, digest)
+	}
+	resp, body, err = do(http.MethodGet, "http://hub.test/v2/"+repo+"/manifests/"+digest, auth)
+	if err != nil || resp.StatusCode != 200 {
+		return nil, fmt.Errorf("manifest by digest: %v %v", status(resp), err)
+	}
+	var m struct{ Layers []struct{ Digest string } }
+	if err := json.Unmarshal(body, &m); err != nil || len(m.Layers) != 1 {
+		return nil, fmt.Errorf("manifest %q", body)
+	}
+	resp, body, err = do(http.MethodGet, "http://hub.test/v2/"+repo+"/blobs/"+m.Layers[0].Digest,
+		http.Header{"Authorization": auth["Authorization"]})
+	if err == nil && resp.StatusCode == http.StatusTemporaryRedirect {
+		resp, body, err = do(http.MethodGet, resp.Header.Get("Location"), nil)
+	}
+	if err != nil || resp.StatusCode != 200 {
+		return nil, fmt.Errorf("blob: %v %v", status(resp), err)
+	}
+	return body, nil
+}
+
 func status(resp *http.Response) any {
 	if resp == nil {
 		return "no answer"
@@ -238,6 +302,9 @@ stale_dir = %q
 	if got, err := pull(newClient(), "library/app", ""); err != nil || string(got) != string(public) {
 		t.Fatalf("healthy public pull: %v", err)
 	}
+	if got, err := pullLikeContainerd(newClient(), "library/app"); err != nil || string(got) != string(public) {
+		t.Fatalf("healthy containerd-style pull: %v", err)
+	}
 	if _, err := pull(newClient(), privateRepo, "alice"); err != nil {
 		t.Fatalf("healthy private pull: %v", err)
 	}
@@ -245,11 +312,14 @@ stale_dir = %q
 		t.Fatal("the fake registry let an anonymous client pull the private image")
 	}
 	// Give the background commits a moment: each copy lands after its body.
-	pollUntil(t, 10*time.Second, func() bool { _, n := tp.stale.Stats(); return n >= 8 })
+	pollUntil(t, 10*time.Second, func() bool { _, n := tp.stale.Stats(); return n >= 10 })
 
 	h.down.Store(true)
 	if got, err := pull(newClient(), "library/app", ""); err != nil || string(got) != string(public) {
 		t.Fatalf("public pull with registry, realm and storage down: %v", err)
+	}
+	if got, err := pullLikeContainerd(newClient(), "library/app"); err != nil || string(got) != string(public) {
+		t.Fatalf("containerd-style pull with everything down: %v", err)
 	}
 	if _, err := pull(newClient(), privateRepo, "alice"); err != nil {
 		t.Fatalf("private pull by its owner with everything down: %v", err)

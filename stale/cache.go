@@ -160,7 +160,16 @@ func (c *Cache) Storable(req *http.Request, resp *http.Response) bool {
 // StorableFor is Storable for ref's request: a Ref marked AnyStatus (the
 // docker ping) keeps its 401 too.
 func (c *Cache) StorableFor(ref Ref, req *http.Request, resp *http.Response) bool {
-	if req == nil || resp == nil || req.Method != http.MethodGet {
+	if req == nil || resp == nil {
+		return false
+	}
+	switch {
+	case req.Method == http.MethodGet && !ref.Head:
+	case req.Method == http.MethodHead && ref.Head:
+		// Headers only: the body is empty whatever Content-Length says.
+		ok := resp.StatusCode == http.StatusOK || (ref.AnyStatus && resp.StatusCode == http.StatusUnauthorized)
+		return ok && !noStore(resp.Header) && !variesByEverything(resp.Header)
+	default:
 		return false
 	}
 	switch {
@@ -173,15 +182,20 @@ func (c *Cache) StorableFor(ref Ref, req *http.Request, resp *http.Response) boo
 	if resp.ContentLength > c.bodyLimit(resp.StatusCode) {
 		return false
 	}
-	for _, v := range resp.Header.Values("Cache-Control") {
+	return !noStore(resp.Header) && !variesByEverything(resp.Header)
+}
+
+// noStore reports Cache-Control: no-store.
+func noStore(h http.Header) bool {
+	for _, v := range h.Values("Cache-Control") {
 		for tok := range strings.SplitSeq(v, ",") {
 			tok, _, _ = strings.Cut(tok, "=")
 			if strings.EqualFold(strings.TrimSpace(tok), "no-store") {
-				return false
+				return true
 			}
 		}
 	}
-	return !variesByEverything(resp.Header)
+	return false
 }
 
 // bodyLimit is the largest body kept for an answer with status.
@@ -223,11 +237,12 @@ func (c *Cache) Find(ref Ref) (*Entry, bool) {
 			continue
 		}
 		return &Entry{
-			Status:   m.Status,
-			Header:   m.Header.Clone(),
-			Body:     f,
-			Size:     m.Size,
-			StoredAt: m.StoredAt,
+			Status:     m.Status,
+			Header:     m.Header.Clone(),
+			Body:       f,
+			Size:       m.Size,
+			HeadLength: m.HeadLength,
+			StoredAt:   m.StoredAt,
 		}, true
 	}
 	return nil, false

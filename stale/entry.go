@@ -17,6 +17,9 @@ type Entry struct {
 	Body io.ReadCloser
 	// Size is the body's length in bytes.
 	Size int64
+	// HeadLength is, for the copy of a HEAD's answer, the Content-Length it
+	// announced (its body is empty); 0 otherwise.
+	HeadLength int64
 	// StoredAt is when the upstream gave the answer.
 	StoredAt time.Time
 }
@@ -34,7 +37,11 @@ func (e *Entry) Response(req *http.Request, now time.Time) *http.Response {
 	age := max(int64(now.Sub(e.StoredAt)/time.Second), 0)
 	h.Set("X-Nora-Stale", "true")
 	h.Set("Age", strconv.FormatInt(age, 10))
-	h.Set("Content-Length", strconv.FormatInt(e.Size, 10))
+	length := e.Size
+	if e.HeadLength > 0 {
+		length = e.HeadLength
+	}
+	h.Set("Content-Length", strconv.FormatInt(length, 10))
 	h.Del("Transfer-Encoding")
 	body := e.Body
 	if req != nil && req.Method == http.MethodHead {
@@ -51,7 +58,7 @@ func (e *Entry) Response(req *http.Request, now time.Time) *http.Response {
 		ProtoMinor:    1,
 		Header:        h,
 		Body:          body,
-		ContentLength: e.Size,
+		ContentLength: length,
 		Request:       req,
 	}
 }

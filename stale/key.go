@@ -43,6 +43,9 @@ type Ref struct {
 	// AnyStatus marks a request whose every answer is worth keeping (the
 	// docker /v2/ ping, whose healthy answer is a 401 with a challenge).
 	AnyStatus bool
+	// Head marks the copy of a HEAD's answer: headers only, kept apart
+	// from the GET's (see HeadRef).
+	Head bool
 	// header is the request's, to record and match the headers a stored
 	// answer varies by.
 	header http.Header
@@ -62,6 +65,19 @@ func (ref Ref) Servable(storedCred string) bool {
 	}
 	return storedCred == ref.Cred
 }
+
+// HeadRef is the Ref under which the answer to a HEAD of the same request
+// is kept: docker clients such as containerd only ever HEAD a tag (to learn
+// its digest), so during an outage only a kept HEAD answer can tell them.
+func (ref Ref) HeadRef() Ref {
+	ref.Key += "\nhead"
+	ref.Head = true
+	return ref
+}
+
+// DockerManifest reports whether path is a docker manifest's, by tag or
+// digest.
+func DockerManifest(path string) bool { return isDockerManifest(path) }
 
 // Policy is how requests are keyed and who may be served which copy.
 type Policy struct {
@@ -116,10 +132,13 @@ func (p Policy) For(req *http.Request, format string) (ref Ref, ok bool) {
 		b.WriteString("\naccept=")
 		b.WriteString(accept)
 	}
-	ref = Ref{Mode: mode, Cred: cred, header: req.Header, AnyStatus: format == "docker" && isDockerPing(req.URL.Path)}
+	ref = Ref{Mode: mode, Cred: cred, header: req.Header}
 	if cred != "" && mode != modeShare {
 		b.WriteString("\ncred=")
 		b.WriteString(cred)
+	}
+	if format == "docker" {
+		ref.AnyStatus = dockerChallenged(req, cred, &b)
 	}
 	ref.Key = b.String()
 	return ref, true
@@ -286,6 +305,23 @@ func variantByAccept(format, path string) bool {
 		return strings.HasSuffix(path, "/") || strings.Contains(path, "/simple/")
 	}
 	return false
+}
+
+// dockerChallenged keeps apart, in b, a docker request sent with an
+// anonymous token (the answer itself) from one sent without any token (the
+// registry's challenge, a 401): neither has credentials. It reports whether
+// the request's 401 is worth keeping: the ping's always, and a manifest's
+// asked for without a token — containerd asks for a tag with HEAD and no
+// token first, and during an outage only the kept challenge sends it on to
+// its (stale) token.
+func dockerChallenged(req *http.Request, cred string, b *strings.Builder) bool {
+	if len(req.Header.Values("Authorization")) == 0 {
+		return isDockerPing(req.URL.Path) || isDockerManifest(req.URL.Path)
+	}
+	if cred == "" {
+		b.WriteString("\nanonymous-token")
+	}
+	return isDockerPing(req.URL.Path)
 }
 
 // isDockerPing matches the registry API's version check, /v2/, under any

@@ -48,6 +48,8 @@ type meta struct {
 	// Cred is the credential digest of the request that stored the copy
 	// ("" when it carried none); see Ref.Servable.
 	Cred string `json:"cred,omitempty"`
+	// HeadLength is the Content-Length a kept HEAD answer announced.
+	HeadLength int64 `json:"head_length,omitempty"`
 	// Vary holds the storing request's values of the headers the answer
 	// varies by (its Vary header, Accept-Encoding aside); see variantMatches.
 	Vary map[string]string `json:"vary,omitempty"`
@@ -78,7 +80,7 @@ func decodeMeta(data []byte, hash string) (*meta, error) {
 		return nil, fmt.Errorf("%w: key does not match file name", errBadMeta)
 	case m.Status < 200 || m.Status > 599:
 		return nil, fmt.Errorf("%w: status %d", errBadMeta, m.Status)
-	case m.Size < 0:
+	case m.Size < 0 || m.HeadLength < 0:
 		return nil, fmt.Errorf("%w: size %d", errBadMeta, m.Size)
 	case m.StoredAt.IsZero():
 		return nil, fmt.Errorf("%w: no stored_at", errBadMeta)

@@ -37,7 +37,7 @@ func (c *Cache) Tee(key string, resp *http.Response) {
 // credentials, so that Find serves it only where ref's mode allows.
 func (c *Cache) Store(ref Ref, resp *http.Response) {
 	key := ref.Key
-	if key == "" || resp == nil || resp.Body == nil || resp.ContentLength > c.bodyLimit(resp.StatusCode) {
+	if key == "" || resp == nil || resp.Body == nil || (!ref.Head && resp.ContentLength > c.bodyLimit(resp.StatusCode)) {
 		return
 	}
 	if !c.startWriting(key, resp.StatusCode) {
@@ -62,15 +62,16 @@ func (c *Cache) Store(ref Ref, resp *http.Response) {
 		c:   c,
 		src: resp.Body,
 		p: pending{
-			key:      key,
-			hash:     hash,
-			status:   resp.StatusCode,
-			header:   storedHeader(resp.Header),
-			storedAt: c.now(),
-			cred:     ref.Cred,
-			vary:     varyValues(resp.Header, ref.header),
+			key:        key,
+			hash:       hash,
+			status:     resp.StatusCode,
+			header:     storedHeader(resp.Header),
+			storedAt:   c.now(),
+			cred:       ref.Cred,
+			headLength: headLength(ref, resp),
+			vary:       varyValues(resp.Header, ref.header),
 		},
-		want:   resp.ContentLength,
+		want:   wantLength(ref, resp),
 		limit:  c.bodyLimit(resp.StatusCode),
 		digest: newDigestCheck(ref.Digest),
 		f:      f,
@@ -107,16 +108,17 @@ func (c *Cache) doneWriting(key string) {
 
 // pending is what a finished body needs to become an entry.
 type pending struct {
-	key, hash string
-	cred      string
-	vary      map[string]string
-	status    int
-	header    http.Header
-	size      int64
-	seq       uint64
-	storedAt  time.Time
-	f         *os.File
-	w         *bufio.Writer
+	key, hash  string
+	cred       string
+	headLength int64
+	vary       map[string]string
+	status     int
+	header     http.Header
+	size       int64
+	seq        uint64
+	storedAt   time.Time
+	f          *os.File
+	w          *bufio.Writer
 }
 
 // teeBody is the reader Tee installs.
@@ -257,7 +259,7 @@ func (c *Cache) commit(p *pending) error {
 		return fmt.Errorf("body: %w", err)
 	}
 	m := &meta{Version: metaVersion, Key: p.key, Status: p.status, Header: p.header,
-		Size: p.size, StoredAt: p.storedAt, Body: bodyName, Cred: p.cred, Vary: p.vary}
+		Size: p.size, StoredAt: p.storedAt, Body: bodyName, Cred: p.cred, Vary: p.vary, HeadLength: p.headLength}
 	metaTmp, err := writeMetaTemp(filepath.Dir(tmp), p.hash, m)
 	if err != nil {
 		os.Remove(bodyPath)
@@ -319,6 +321,22 @@ func writeMetaTemp(dir, hash string, m *meta) (string, error) {
 func (c *Cache) writeError(err error, hash, op string) {
 	c.m.writeErrors.Inc()
 	c.log.Warn().Err(err).Str("entry", hash).Str("op", op).Msg("stale cache write failed")
+}
+
+// wantLength is the body length a copy must have: none for a HEAD's.
+func wantLength(ref Ref, resp *http.Response) int64 {
+	if ref.Head {
+		return 0
+	}
+	return resp.ContentLength
+}
+
+// headLength is what a HEAD's copy announces as its Content-Length.
+func headLength(ref Ref, resp *http.Response) int64 {
+	if ref.Head && resp.ContentLength > 0 {
+		return resp.ContentLength
+	}
+	return 0
 }
 
 // storedHeader returns the headers worth keeping from an upstream answer.
