@@ -319,12 +319,15 @@ proxy_timeout = 2
 	resolvedAfter := time.Since(upAt)
 	stop()
 	traffic.Wait()
-	end := time.Now()
-	// Let one more scrape take the last counts in.
+	// Let one more scrape take the last counts in, and only then end the
+	// range: a range query samples at whole steps from start, so its last
+	// step can fall up to a second before end; ending it a scrape after the
+	// 0 was stored makes sure a step sees that 0.
 	lastScrape := ps.value(t, `timestamp(up{job="nora-breaker"})`)
 	waitFor(t, "a scrape after the traffic stopped", 10*time.Second, func() bool {
 		return ps.value(t, `timestamp(up{job="nora-breaker"})`) > lastScrape
 	})
+	end := time.Now()
 
 	// The gauge, as Prometheus stored it: 0, then 1, then 0 (a half-open
 	// probe, 2, may show between).
