@@ -83,7 +83,8 @@ func (c *plainOnlyConn) Read(p []byte) (int, error) {
 		c.checked = true
 		if p[0] == tlsRecordHandshake {
 			_, _ = c.Conn.Write([]byte(tlsOnPlainPortResponse))
-			return 0, errTLSOnPlainPort
+			// As a read error net/http closes without a 400 of its own.
+			return 0, &net.OpError{Op: "read", Net: "tcp", Err: errTLSOnPlainPort}
 		}
 	}
 	return n, err
@@ -206,6 +207,10 @@ var errNoHalfClose = errors.New("connection does not support half-close")
 // connection never turns a clean half-close into a full one.
 type halfCloser struct{ net.Conn }
 
+// NetConn returns the wrapped connection, so code holding the outermost
+// wrapper can find one underneath (the framing check, on hijack).
+func (h halfCloser) NetConn() net.Conn { return h.Conn }
+
 // CloseWrite half-closes the write side when the wrapped conn supports it.
 func (h halfCloser) CloseWrite() error {
 	if hc, ok := h.Conn.(interface{ CloseWrite() error }); ok {
@@ -302,6 +307,9 @@ func (w *clientWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return c, rw, err
 	}
+	// A CONNECT or a 101 switch: the client's bytes from here on are a
+	// tunnel or another protocol, no longer HTTP/1 requests.
+	stopFraming(c)
 	if w.idle > 0 {
 		c = newIdleConn(c, w.idle)
 	}

@@ -127,6 +127,14 @@ func (h *innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			panic(http.ErrAbortHandler) // net/http closes the connection quietly
 		}
 	}()
+	if r.Method == "PRI" && r.URL.Path == "*" {
+		// HTTP/2's connection preface on a connection that negotiated
+		// HTTP/1.1 (or none): net/http hands it to the handler as a
+		// request, and forwarding it would turn it into "PRI * HTTP/1.1".
+		// HTTP/2 inside a tunnel is offered through ALPN only.
+		http.Error(w, "nora-breaker: HTTP/2 here needs ALPN h2, not prior knowledge", http.StatusHTTPVersionNotSupported)
+		return
+	}
 	r.URL.Scheme = h.scheme
 	if r.URL.Host == "" {
 		r.URL.Host = r.Host
@@ -222,6 +230,7 @@ func (h *innerHandler) relayUpgrade(w http.ResponseWriter, resp *http.Response) 
 	}
 	defer h.ln.Close() // a hijacked connection never reports StateClosed
 	defer conn.Close()
+	stopFraming(conn) // what follows is the new protocol, not HTTP/1
 	head := *resp
 	head.Body = nil
 	if head.Write(brw) != nil || brw.Flush() != nil {
