@@ -38,7 +38,7 @@ const ambiguousFramingResponse = "HTTP/1.1 400 Bad Request\r\nContent-Type: text
 // header above them. It keeps scanning for as long as the connection speaks
 // HTTP/1, whatever the requests ask for: only when the connection is
 // hijacked (an accepted CONNECT, a 101 protocol switch) does what follows
-// stop being HTTP/1, and the hijacker calls stop. It also gives up on input
+// stop being HTTP/1, and the hijacker says so (markHijacked). It also gives up on input
 // net/http itself refuses and closes the connection for (an oversized head,
 // a malformed chunk), since no request can follow it.
 type framingConn struct {
@@ -52,25 +52,8 @@ type framingConn struct {
 	hijack  atomic.Bool // the connection left HTTP/1
 }
 
-// stop ends scanning: the connection has been hijacked and what follows is
-// a tunnel or another protocol.
-func (c *framingConn) stop() { c.hijack.Store(true) }
-
-// stopFraming finds the framingConn under the wrappers of c, if any, and
-// stops it. Hijackers call it on the connection they take over.
-func stopFraming(c net.Conn) {
-	for c != nil {
-		if f, ok := c.(*framingConn); ok {
-			f.stop()
-			return
-		}
-		u, ok := c.(interface{ NetConn() net.Conn })
-		if !ok {
-			return
-		}
-		c = u.NetConn()
-	}
-}
+// hijacked ends scanning: what follows is a tunnel or another protocol.
+func (c *framingConn) hijacked() { c.hijack.Store(true) }
 
 type framingState uint8
 

@@ -230,7 +230,7 @@ func (h *innerHandler) relayUpgrade(w http.ResponseWriter, resp *http.Response) 
 	}
 	defer h.ln.Close() // a hijacked connection never reports StateClosed
 	defer conn.Close()
-	stopFraming(conn) // what follows is the new protocol, not HTTP/1
+	markHijacked(conn) // what follows is the new protocol, not HTTP/1
 	head := *resp
 	head.Body = nil
 	if head.Write(brw) != nil || brw.Flush() != nil {
