@@ -32,7 +32,8 @@ func TestDefaults(t *testing.T) {
 	if !reflect.DeepEqual(s, wantS) {
 		t.Errorf("sidecar defaults\n got %+v\nwant %+v", s, wantS)
 	}
-	if s.StaleMaxBytes != 1<<30 || s.StaleMaxObjectBytes != 64<<20 || s.DialTimeout != 5*time.Second {
+	if s.StaleMaxBytes != 1<<30 || s.StaleMaxObjectBytes != 64<<20 || s.DialTimeout != 5*time.Second ||
+		s.MaxUpstreamConnsPerHost != 256 {
 		t.Errorf("sidecar sizes/timeouts = %+v", s)
 	}
 	if !hasWarning(cfg, "circuit breaker is disabled") {
@@ -206,10 +207,11 @@ admin_token = "tok"
 "PyPI-A.test:443" = "127.0.0.1:8443"
 `
 	cfg := mustLoad(t, file, map[string]string{
-		"NORA_SIDECAR_IDLE_TIMEOUT":    "1m30s",
-		"NORA_SIDECAR_DENY_UNLISTED":   "true",
-		"NORA_SIDECAR_STALE_MAX_BYTES": "4GiB",
-		"NORA_SIDECAR_MAX_CONNECTIONS": "10",
+		"NORA_SIDECAR_IDLE_TIMEOUT":                "1m30s",
+		"NORA_SIDECAR_DENY_UNLISTED":               "true",
+		"NORA_SIDECAR_STALE_MAX_BYTES":             "4GiB",
+		"NORA_SIDECAR_MAX_CONNECTIONS":             "10",
+		"NORA_SIDECAR_MAX_UPSTREAM_CONNS_PER_HOST": "32",
 	}, Flags{})
 	s := cfg.Sidecar
 	checks := []struct {
@@ -227,6 +229,7 @@ admin_token = "tok"
 		{"allow_hosts", s.AllowHosts, []string{"internal.example:8443", "github.com"}},
 		{"resolve", s.Resolve, map[string]string{"pypi-a.test:443": "127.0.0.1:8443"}},
 		{"max_connections", s.MaxConnections, 10},
+		{"max_upstream_conns_per_host (env)", s.MaxUpstreamConnsPerHost, 32},
 		{"admin_token", s.AdminToken, "tok"},
 	}
 	for _, c := range checks {

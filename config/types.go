@@ -134,6 +134,11 @@ type Sidecar struct {
 	AdminToken string // when set, every admin call but /metrics, /health, /ready needs Bearer auth
 
 	MaxConnections int // default 4096
+	// MaxUpstreamConnsPerHost bounds the proxy's connections to one
+	// upstream host (dialing, active and idle together), so clients that
+	// start and abandon requests faster than upstreams answer cannot turn
+	// into a connection storm. Default 256.
+	MaxUpstreamConnsPerHost int
 
 	// ThrottleDefault is how long a host that answered 429 without a
 	// usable Retry-After is left alone; default 60s.

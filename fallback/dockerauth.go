@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/nora-breaker/nora-breaker/attempt"
 	"github.com/nora-breaker/nora-breaker/breakerstate"
+	"github.com/nora-breaker/nora-breaker/destination"
 )
 
 // errBadRealm reports a token realm we refuse to contact: not http(s), or an
@@ -314,8 +314,9 @@ func (ts *TokenSource) guardedClient(rt http.RoundTripper) *http.Client {
 }
 
 // checkRealm parses a realm and refuses schemes other than http(s) and hosts
-// that are link-local or unspecified IP literals. Host names are left to the
-// proxy's dialer, which checks resolved addresses.
+// that are IP literals the destination policy refuses (metadata, link-local,
+// unspecified, in any spelling). Host names are left to the proxy's dialer,
+// which checks resolved addresses.
 func checkRealm(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -328,22 +329,13 @@ func checkRealm(raw string) (*url.URL, error) {
 	if host == "" {
 		return nil, fmt.Errorf("%w: no host", errBadRealm)
 	}
-	if addr, err := netip.ParseAddr(host); err == nil && forbiddenRealmAddr(addr) {
+	if destination.RefusedHost(host) {
 		return nil, fmt.Errorf("%w: address %s", errBadRealm, host)
 	}
 	// Credentials in the realm URL would be sent by net/http on our behalf;
 	// only the candidate's configured credentials may be.
 	u.User = nil
 	return u, nil
-}
-
-// forbiddenRealmAddr reports link-local (169.254.0.0/16, fe80::/10, where
-// cloud metadata services live), unspecified, and AWS's IPv6 metadata
-// address fd00:ec2::254.
-func forbiddenRealmAddr(a netip.Addr) bool {
-	a = a.WithZone("").Unmap()
-	metadataV6 := netip.AddrFrom16([16]byte{0xfd, 0x00, 0x0e, 0xc2, 14: 0x02, 15: 0x54})
-	return a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() || a.IsUnspecified() || a == metadataV6
 }
 
 // tokenCacheKey identifies a token by upstream, realm, service and the

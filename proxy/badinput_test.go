@@ -80,19 +80,64 @@ func biExchange(t *testing.T, conn net.Conn, payload []byte, within time.Duratio
 	return biResult{status: resp.StatusCode, elapsed: elapsed}
 }
 
+// biExchangeAll writes payload (several pipelined requests) and reads
+// answers until the proxy closes the connection. Every answer but the last
+// must be a 200; the last one is returned, with the number of 200s before it.
+func biExchangeAll(t *testing.T, conn net.Conn, payload []byte, within time.Duration) (biResult, int64) {
+	t.Helper()
+	start := time.Now()
+	conn.SetDeadline(start.Add(within))
+	go func() { _, _ = conn.Write(payload) }()
+	br := bufio.NewReader(conn)
+	var last biResult
+	var ok int64
+	for {
+		resp, err := http.ReadResponse(br, nil)
+		var ne net.Error
+		switch {
+		case errors.As(err, &ne) && ne.Timeout():
+			t.Fatalf("the connection neither answered nor closed within %v", within)
+		case err != nil:
+			return last, ok
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if last.status == 200 {
+			ok++
+		} else if last.status != 0 {
+			t.Fatalf("answer %d before the last one, want only 200s", last.status)
+		}
+		last = biResult{status: resp.StatusCode, elapsed: time.Since(start)}
+	}
+}
+
 // biPlain sends payload to the plain proxy port.
 func biPlain(t *testing.T, e *biEnv, payload []byte, within time.Duration) biResult {
+	t.Helper()
+	conn := biDialPlain(t, e)
+	defer conn.Close()
+	return biExchange(t, conn, payload, within)
+}
+
+func biDialPlain(t *testing.T, e *biEnv) net.Conn {
 	t.Helper()
 	conn, err := net.DialTimeout("tcp", e.ix.tp.URL.Host, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	return biExchange(t, conn, payload, within)
+	return conn
 }
 
 // biInner sends payload inside an intercepted HTTP/1.1 TLS tunnel.
 func biInner(t *testing.T, e *biEnv, payload []byte, within time.Duration) biResult {
+	t.Helper()
+	tc := biTLSInTunnel(t, e)
+	return biExchange(t, tc, payload, within)
+}
+
+// biTLSInTunnel opens an intercepted HTTP/1.1 TLS tunnel to the upstream,
+// closed when the test ends.
+func biTLSInTunnel(t *testing.T, e *biEnv) *tls.Conn {
 	t.Helper()
 	resp, conn, _ := ixRawConnect(t, e.ix.tp, e.target)
 	if resp.StatusCode != http.StatusOK {
@@ -100,12 +145,12 @@ func biInner(t *testing.T, e *biEnv, payload []byte, within time.Duration) biRes
 	}
 	tc := tls.Client(conn, &tls.Config{RootCAs: e.ix.ca, ServerName: "127.0.0.1",
 		Time: e.ix.tp.Clock.Now, NextProtos: []string{"http/1.1"}})
-	defer tc.Close()
+	t.Cleanup(func() { tc.Close() })
 	tc.SetDeadline(time.Now().Add(10 * time.Second))
 	if err := tc.Handshake(); err != nil {
 		t.Fatalf("TLS inside the tunnel: %v", err)
 	}
-	return biExchange(t, tc, payload, within)
+	return tc
 }
 
 // biClientHello returns the first flight of a real TLS client.
@@ -169,39 +214,75 @@ func TestBadInputMatrix(t *testing.T) {
 	inner := func(host, extra string) string {
 		return fmt.Sprintf("GET /maven2/x.jar HTTP/1.1\r\nHost: %s\r\n%s\r\n", host, extra)
 	}
-	cases := []struct {
-		name   string
-		inner  bool   // inside an intercepted tunnel
-		send   string // raw bytes
-		want   []int  // accepted answers; 0 = closed without an answer
-		within time.Duration
-	}{
-		{"malformed request line", false, "GARBAGE\r\n\r\n", []int{400}, 5 * time.Second},
-		{"HTTP/0.9 request", false, "GET /\r\n\r\n", []int{400}, 5 * time.Second},
-		{"absolute URI with user:pass", false, fmt.Sprintf(
-			"GET http://alice:s3cr3t-pw@%s/x HTTP/1.1\r\nHost: %s\r\n\r\n", e.plainHost, e.plainHost), []int{200}, 5 * time.Second},
-		{"headers over 64 KiB", false, get("X-Big: " + big + "\r\n"), []int{431}, 5 * time.Second},
-		{"request line of 1 MiB", false, "GET http://" + e.plainHost + "/" + huge + " HTTP/1.1\r\n\r\n",
-			[]int{431, 0}, 5 * time.Second},
-		{"Content-Length with Transfer-Encoding", false, fmt.Sprintf("POST http://%s/x HTTP/1.1\r\nHost: %s\r\n"+
-			"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", e.plainHost, e.plainHost), []int{400}, 5 * time.Second},
-		{"CONNECT without port", false, "CONNECT 127.0.0.1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", []int{400}, 5 * time.Second},
-		{"CONNECT to a refused port", false, "CONNECT 127.0.0.1:25 HTTP/1.1\r\nHost: 127.0.0.1:25\r\n\r\n", []int{403}, 5 * time.Second},
-		{"request carrying our Via", false, get("Via: 1.0 other, 1.1 nora-breaker\r\n"), []int{508}, 5 * time.Second},
-		{"TLS ClientHello on the plain port", false, string(biClientHello(t)), []int{400}, 2 * time.Second},
-		{"inner Host differs from CONNECT", true, inner("other.example", ""), []int{421}, 5 * time.Second},
-		{"inner headers over 64 KiB", true, inner(e.target, "X-Big: "+big+"\r\n"), []int{431}, 5 * time.Second},
-		{"inner malformed request line", true, "GARBAGE\r\n\r\n", []int{400}, 5 * time.Second},
-		{"inner Content-Length with Transfer-Encoding", true, "POST /maven2/x.jar HTTP/1.1\r\nHost: " + e.target +
-			"\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", []int{400}, 5 * time.Second},
+	// Requests that must not end the framing check for the connection,
+	// each followed by one that carries Content-Length + Transfer-Encoding.
+	conflict := "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+	upgradeThen := func(target, host string) string {
+		return fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: foo\r\n\r\n"+conflict,
+			target, host, target, host)
 	}
+	http10TEThen := func(target, host string) string {
+		return fmt.Sprintf("POST %s HTTP/1.0\r\nHost: %s\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n"+
+			conflict, target, host, target, host)
+	}
+	foldedTEThen := func(target, host string) string {
+		return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nX-A: b\r\n Transfer-Encoding: chunked\r\n\r\n"+
+			conflict, target, host, target, host)
+	}
+	plainURL := "http://" + e.plainHost + "/x"
+	cases := []struct {
+		name      string
+		inner     bool   // inside an intercepted tunnel
+		send      string // raw bytes
+		want      []int  // accepted answers; 0 = closed without an answer
+		within    time.Duration
+		pipelined bool // send holds several requests: 200s, then the last answer is one of want
+	}{
+		{"malformed request line", false, "GARBAGE\r\n\r\n", []int{400}, 5 * time.Second, false},
+		{"HTTP/0.9 request", false, "GET /\r\n\r\n", []int{400}, 5 * time.Second, false},
+		{"absolute URI with user:pass", false, fmt.Sprintf(
+			"GET http://alice:s3cr3t-pw@%s/x HTTP/1.1\r\nHost: %s\r\n\r\n", e.plainHost, e.plainHost), []int{200}, 5 * time.Second, false},
+		{"headers over 64 KiB", false, get("X-Big: " + big + "\r\n"), []int{431}, 5 * time.Second, false},
+		{"request line of 1 MiB", false, "GET http://" + e.plainHost + "/" + huge + " HTTP/1.1\r\n\r\n",
+			[]int{431, 0}, 5 * time.Second, false},
+		{"Content-Length with Transfer-Encoding", false, fmt.Sprintf("POST http://%s/x HTTP/1.1\r\nHost: %s\r\n"+
+			"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", e.plainHost, e.plainHost), []int{400}, 5 * time.Second, false},
+		{"CONNECT without port", false, "CONNECT 127.0.0.1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", []int{400}, 5 * time.Second, false},
+		{"CONNECT to a refused port", false, "CONNECT 127.0.0.1:25 HTTP/1.1\r\nHost: 127.0.0.1:25\r\n\r\n", []int{403}, 5 * time.Second, false},
+		{"request carrying our Via", false, get("Via: 1.0 other, 1.1 nora-breaker\r\n"), []int{508}, 5 * time.Second, false},
+		{"TLS ClientHello on the plain port", false, string(biClientHello(t)), []int{400}, 2 * time.Second, false},
+		{"inner Host differs from CONNECT", true, inner("other.example", ""), []int{421}, 5 * time.Second, false},
+		{"inner headers over 64 KiB", true, inner(e.target, "X-Big: "+big+"\r\n"), []int{431}, 5 * time.Second, false},
+		{"inner malformed request line", true, "GARBAGE\r\n\r\n", []int{400}, 5 * time.Second, false},
+		{"inner Content-Length with Transfer-Encoding", true, "POST /maven2/x.jar HTTP/1.1\r\nHost: " + e.target +
+			"\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", []int{400}, 5 * time.Second, false},
+		{"Upgrade, then Content-Length with Transfer-Encoding", false, upgradeThen(plainURL, e.plainHost), []int{400}, 5 * time.Second, true},
+		{"HTTP/1.0 with Transfer-Encoding, then both", false, http10TEThen(plainURL, e.plainHost), []int{400}, 5 * time.Second, true},
+		{"folded Transfer-Encoding, then both", false, foldedTEThen(plainURL, e.plainHost), []int{400}, 5 * time.Second, true},
+		{"inner Upgrade, then Content-Length with Transfer-Encoding", true, upgradeThen("/maven2/x.jar", e.target), []int{400}, 5 * time.Second, true},
+		{"inner HTTP/1.0 with Transfer-Encoding, then both", true, http10TEThen("/maven2/x.jar", e.target), []int{400}, 5 * time.Second, true},
+		{"inner folded Transfer-Encoding, then both", true, foldedTEThen("/maven2/x.jar", e.target), []int{400}, 5 * time.Second, true},
+		{"inner HTTP/2 preface on HTTP/1.1", true, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", []int{505}, 5 * time.Second, false},
+	}
+	// Pipelined requests to the plain origin that the proxy answered
+	// before refusing the next: the origin saw those.
+	var servedFirst int64
 	t.Run("matrix", func(t *testing.T) {
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
 				var got biResult
-				if tc.inner {
+				switch {
+				case tc.pipelined && tc.inner:
+					got, _ = biExchangeAll(t, biTLSInTunnel(t, e), []byte(tc.send), tc.within)
+				case tc.pipelined:
+					conn := biDialPlain(t, e)
+					defer conn.Close()
+					var ok int64
+					got, ok = biExchangeAll(t, conn, []byte(tc.send), tc.within)
+					servedFirst += ok
+				case tc.inner:
 					got = biInner(t, e, []byte(tc.send), tc.within)
-				} else {
+				default:
 					got = biPlain(t, e, []byte(tc.send), tc.within)
 				}
 				if !biOneOf(got.status, tc.want) {
@@ -233,8 +314,9 @@ func TestBadInputMatrix(t *testing.T) {
 	}
 	// The user:pass request is forwarded without its userinfo (which never
 	// becomes an Authorization header); the abrupt PUT is the other one.
-	if n := e.plain.hits.Load() - base.plainHits; n != 2 || e.sawAuth.Load() {
-		t.Fatalf("the plain origin saw %d requests during the matrix (want 2), Authorization %v", n, e.sawAuth.Load())
+	if n := e.plain.hits.Load() - base.plainHits; n != 2+servedFirst || e.sawAuth.Load() {
+		t.Fatalf("the plain origin saw %d requests during the matrix (want %d), Authorization %v",
+			n, 2+servedFirst, e.sawAuth.Load())
 	}
 	biNormalTraffic(t, e)
 	biWaitBaseline(t, e, base)

@@ -19,13 +19,15 @@ import (
 type limitListener struct {
 	net.Listener
 	max    int64
+	idle   time.Duration // a write stalled this long ends the connection
 	active atomic.Int64
 	log    zerolog.Logger
 }
 
-// newLimitListener wraps ln; max <= 0 disables the limit.
-func newLimitListener(ln net.Listener, max int, log zerolog.Logger) *limitListener {
-	return &limitListener{Listener: ln, max: int64(max), log: log}
+// newLimitListener wraps ln; max <= 0 disables the limit, idle <= 0 the
+// stalled-write timeout.
+func newLimitListener(ln net.Listener, max int, idle time.Duration, log zerolog.Logger) *limitListener {
+	return &limitListener{Listener: ln, max: int64(max), idle: idle, log: log}
 }
 
 const overloadedResponse = "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\n" +
@@ -47,7 +49,8 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if l.max <= 0 {
 			l.active.Add(1)
 		}
-		framed := &framingConn{halfCloser: halfCloser{c}}
+		stall := newStallConn(halfCloser{c}, l.idle)
+		framed := &framingConn{halfCloser: halfCloser{stall}}
 		plain := &plainOnlyConn{halfCloser: halfCloser{framed}}
 		return &countedConn{halfCloser: halfCloser{plain}, l: l}, nil
 	}
@@ -83,7 +86,8 @@ func (c *plainOnlyConn) Read(p []byte) (int, error) {
 		c.checked = true
 		if p[0] == tlsRecordHandshake {
 			_, _ = c.Conn.Write([]byte(tlsOnPlainPortResponse))
-			return 0, errTLSOnPlainPort
+			// As a read error net/http closes without a 400 of its own.
+			return 0, &net.OpError{Op: "read", Net: "tcp", Err: errTLSOnPlainPort}
 		}
 	}
 	return n, err
@@ -206,6 +210,27 @@ var errNoHalfClose = errors.New("connection does not support half-close")
 // connection never turns a clean half-close into a full one.
 type halfCloser struct{ net.Conn }
 
+// NetConn returns the wrapped connection, so code holding the outermost
+// wrapper can find the ones underneath (markHijacked).
+func (h halfCloser) NetConn() net.Conn { return h.Conn }
+
+// markHijacked tells every wrapper under c that watches the HTTP/1 traffic
+// of a connection (the framing check, the stalled-write timeout) that the
+// connection has left net/http: it is now a tunnel or another protocol,
+// with a new owner. Hijackers call it on the connection they take over.
+func markHijacked(c net.Conn) {
+	for c != nil {
+		if h, ok := c.(interface{ hijacked() }); ok {
+			h.hijacked()
+		}
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return
+		}
+		c = u.NetConn()
+	}
+}
+
 // CloseWrite half-closes the write side when the wrapped conn supports it.
 func (h halfCloser) CloseWrite() error {
 	if hc, ok := h.Conn.(interface{ CloseWrite() error }); ok {
@@ -302,6 +327,9 @@ func (w *clientWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return c, rw, err
 	}
+	// A CONNECT or a 101 switch: the client's bytes from here on are a
+	// tunnel or another protocol, no longer HTTP/1 requests.
+	markHijacked(c)
 	if w.idle > 0 {
 		c = newIdleConn(c, w.idle)
 	}

@@ -17,7 +17,7 @@ func TestListenerConnsKeepHalfClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	limited := newLimitListener(ln, 4, zerolog.Nop())
+	limited := newLimitListener(ln, 4, time.Minute, zerolog.Nop())
 	t.Cleanup(func() { limited.Close() })
 	client, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {

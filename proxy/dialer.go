@@ -10,21 +10,8 @@ import (
 	"time"
 
 	"github.com/nora-breaker/nora-breaker/attempt"
+	"github.com/nora-breaker/nora-breaker/destination"
 )
-
-// metadataV6 is the IPv6 address of the EC2 instance metadata service.
-var metadataV6 = netip.MustParseAddr("fd00:ec2::254")
-
-// forbiddenAddr reports whether an address is a link-local/metadata address
-// that a forward proxy must not reach on a client's behalf.
-func forbiddenAddr(a netip.Addr) bool {
-	a = a.Unmap()
-	if a.Is4() {
-		b := a.As4()
-		return b[0] == 169 && b[1] == 254
-	}
-	return a == metadataV6
-}
 
 // dialer opens every upstream and tunnel connection. It applies the
 // [sidecar.resolve] map (like curl --resolve) and refuses metadata addresses
@@ -55,7 +42,7 @@ func (d *dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 				return nil
 			}
 			ap, err := netip.ParseAddrPort(address)
-			if err == nil && forbiddenAddr(ap.Addr()) {
+			if err == nil && destination.Refused(ap.Addr()) {
 				return fmt.Errorf("%s resolves to %s: %w", host, ap.Addr(), attempt.ErrForbiddenDestination)
 			}
 			return nil
@@ -64,9 +51,7 @@ func (d *dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 	return nd.DialContext(ctx, network, target)
 }
 
-// literalForbidden reports whether host is an IP literal the policy refuses,
-// so the request can be answered 403 before any dial.
-func literalForbidden(host string) bool {
-	a, err := netip.ParseAddr(strings.Trim(host, "[]"))
-	return err == nil && forbiddenAddr(a)
-}
+// literalForbidden reports whether host is an IP literal, in any spelling,
+// that the destination policy refuses, so the request can be answered 403
+// before any dial.
+func literalForbidden(host string) bool { return destination.RefusedHost(host) }

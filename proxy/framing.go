@@ -3,28 +3,44 @@ package proxy
 import (
 	"bytes"
 	"errors"
+	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
 // errAmbiguousFraming ends a client connection whose request carried both
-// Content-Length and Transfer-Encoding.
+// Content-Length and Transfer-Encoding. It reaches net/http wrapped as a read
+// error (errFramingRead), which net/http ends the connection on without
+// writing an answer of its own: the framing check has already written one.
 var errAmbiguousFraming = errors.New("request has both Content-Length and Transfer-Encoding")
 
+// errFramingRead is errAmbiguousFraming as net/http must see it.
+func errFramingRead() error {
+	return &net.OpError{Op: "read", Net: "tcp", Err: errAmbiguousFraming}
+}
+
 const ambiguousFramingResponse = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n" +
-	"Content-Length: 70\r\nConnection: close\r\n\r\n" +
+	"Content-Length: 71\r\nConnection: close\r\n\r\n" +
 	"nora-breaker: request has both Content-Length and Transfer-Encoding\r\n\r\n"
 
 // framingConn watches the bytes a client sends on the plain proxy port and
-// refuses a request that carries both Content-Length and Transfer-Encoding
-// (docs/behaviour.md §10). net/http would silently drop the Content-Length of such a
-// request and carry on; a proxy in front of other servers must not guess
-// which framing the client meant, so the conflict is caught here, before
-// net/http parses the head.
+// inside intercepted HTTP/1 tunnels, and refuses a request that carries both
+// Content-Length and Transfer-Encoding (docs/behaviour.md §10). net/http
+// would silently drop the Content-Length of such a request and carry on; a
+// proxy in front of other servers must not guess which framing the client
+// meant, so the conflict is caught here, before net/http parses the head.
 //
-// To find each request head it follows the framing of the bodies in between
-// (Content-Length or chunked). After a CONNECT or a protocol upgrade the
-// connection is no longer HTTP/1 and scanning stops.
+// To find each request head it follows the bodies in between exactly as
+// net/http frames them: chunked when an HTTP/1.1 request says
+// Transfer-Encoding (an HTTP/1.0 request's Transfer-Encoding is ignored),
+// else Content-Length, else no body; folded header lines belong to the
+// header above them. It keeps scanning for as long as the connection speaks
+// HTTP/1, whatever the requests ask for: only when the connection is
+// hijacked (an accepted CONNECT, a 101 protocol switch) does what follows
+// stop being HTTP/1, and the hijacker says so (markHijacked). It also gives up on input
+// net/http itself refuses and closes the connection for (an oversized head,
+// a malformed chunk), since no request can follow it.
 type framingConn struct {
 	halfCloser
 	state   framingState
@@ -32,8 +48,12 @@ type framingConn struct {
 	remain  int64  // bytes left in a fixed-length body or chunk
 	line    []byte // the current chunk-size or trailer line
 	failed  bool
-	stopped bool
+	stopped bool        // input net/http refuses too: nothing to follow
+	hijack  atomic.Bool // the connection left HTTP/1
 }
+
+// hijacked ends scanning: what follows is a tunnel or another protocol.
+func (c *framingConn) hijacked() { c.hijack.Store(true) }
 
 type framingState uint8
 
@@ -52,13 +72,13 @@ const maxScannedHead = maxHeaderBytes + 4096
 
 func (c *framingConn) Read(p []byte) (int, error) {
 	if c.failed {
-		return 0, errAmbiguousFraming
+		return 0, errFramingRead()
 	}
 	n, err := c.Conn.Read(p)
-	if n > 0 && !c.stopped && !c.scan(p[:n]) {
+	if n > 0 && !c.stopped && !c.hijack.Load() && !c.scan(p[:n]) {
 		c.failed = true
 		_, _ = c.Conn.Write([]byte(ambiguousFramingResponse))
-		return 0, errAmbiguousFraming
+		return 0, errFramingRead()
 	}
 	return n, err
 }
@@ -140,8 +160,8 @@ func isHeadEnd(head []byte) bool {
 func (c *framingConn) endHead() bool {
 	head := bytes.TrimLeft(c.head, "\r\n")
 	first := true
-	var method []byte
-	var cl, te, upgrade bool
+	http10 := false
+	var cl, te bool
 	var length int64
 	for len(head) > 0 {
 		line := head
@@ -151,9 +171,16 @@ func (c *framingConn) endHead() bool {
 			head = nil
 		}
 		if first {
-			method, _, _ = bytes.Cut(line, []byte(" "))
+			// net/http reads "METHOD SP URI SP PROTO"; only HTTP/1.0
+			// changes how the body is framed.
+			_, rest, _ := bytes.Cut(line, []byte(" "))
+			_, proto, _ := bytes.Cut(rest, []byte(" "))
+			http10 = string(bytes.TrimSuffix(proto, []byte("\r"))) == "HTTP/1.0"
 			first = false
 			continue
+		}
+		if len(line) > 0 && (line[0] == ' ' || line[0] == '\t') {
+			continue // a folded line continues the header above it
 		}
 		name, value, ok := bytes.Cut(line, []byte(":"))
 		if !ok {
@@ -166,18 +193,13 @@ func (c *framingConn) endHead() bool {
 			length, _ = strconv.ParseInt(string(bytes.TrimSpace(value)), 10, 64)
 		case asciiEqualFold(name, "transfer-encoding"):
 			te = true
-		case asciiEqualFold(name, "upgrade"):
-			upgrade = true
 		}
 	}
 	c.head = c.head[:0]
 	switch {
 	case cl && te:
 		return false
-	case string(method) == "CONNECT" || upgrade:
-		// What follows is a tunnel or another protocol, not HTTP/1.
-		c.stopped = true
-	case te:
+	case te && !http10:
 		c.state = inChunkSize
 	case length > 0:
 		c.state, c.remain = inBody, length

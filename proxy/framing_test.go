@@ -2,13 +2,17 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/textproto"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // rawExchange sends raw bytes to the proxy port and returns the first
@@ -94,20 +98,310 @@ func TestFramingFollowsBodiesAcrossKeepAlive(t *testing.T) {
 	}
 }
 
+// FuzzFramingScan runs the scanner against net/http's own parser: when
+// net/http, reading the same bytes the way the server does, reaches a
+// request whose head carries both Content-Length and Transfer-Encoding, the
+// scanner must have refused; when net/http reads every request cleanly and
+// none has both, the scanner must not refuse. (When net/http gives up on the
+// input first, the connection closes either way and both answers are fine.)
 func FuzzFramingScan(f *testing.F) {
 	f.Add([]byte("GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n"))
-	f.Add([]byte("POST http://a/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\nabc\r\n0\r\nT: v\r\n\r\n"))
-	f.Add([]byte("POST http://a/ HTTP/1.1\r\nContent-Length: 2\r\n\r\nxyGET / HTTP/1.1\r\n\r\n"))
+	f.Add([]byte("POST http://a/ HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\nabc\r\n0\r\nT: v\r\n\r\n"))
+	f.Add([]byte("POST http://a/ HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nxyGET / HTTP/1.1\r\nHost: a\r\n\r\n"))
 	f.Add([]byte("CONNECT a:443 HTTP/1.1\r\n\r\n\x16\x03\x01"))
+	f.Add([]byte("GET / HTTP/1.1\r\nHost: a\r\nUpgrade: foo\r\n\r\nPOST / HTTP/1.1\r\nHost: a\r\n" +
+		"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"))
+	f.Add([]byte("POST / HTTP/1.0\r\nHost: a\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n" +
+		"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"))
+	f.Add([]byte("POST / HTTP/1.1\r\nHost: a\r\nX-A: b\r\n Transfer-Encoding: chunked\r\n\r\n" +
+		"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"))
+	f.Add([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"))
+	f.Add([]byte("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c := &framingConn{}
 		// Feed in two pieces to exercise state carried across reads.
 		half := len(data) / 2
-		if c.scan(data[:half]) {
-			c.scan(data[half:])
-		}
+		refused := !c.scan(data[:half]) || !c.scan(data[half:])
 		if len(c.head) > maxScannedHead || len(c.line) > 4096 || c.remain < 0 {
 			t.Fatalf("bounds broken: head %d line %d remain %d", len(c.head), len(c.line), c.remain)
 		}
+		conflict, decided := netHTTPConflict(data)
+		switch {
+		case decided && conflict && !refused:
+			t.Fatalf("net/http reaches a request with both Content-Length and Transfer-Encoding; the scanner let it through")
+		case decided && !conflict && refused:
+			t.Fatalf("the scanner refused input net/http reads as clean requests")
+		}
+	})
+}
+
+// netHTTPConflict reads data as net/http's server does: request by request,
+// each body to its end, giving up where the server would close the
+// connection. conflict reports a request whose raw head has both
+// Content-Length and Transfer-Encoding; decided is false when net/http gave
+// up before reaching one (a parse or body error, a head cut off at the end,
+// a request after which the server closes).
+func netHTTPConflict(data []byte) (conflict, decided bool) {
+	rd := bytes.NewReader(data)
+	br := bufio.NewReaderSize(rd, 4096)
+	lastMethod := ""
+	for {
+		if lastMethod == "POST" {
+			// The server forgives up to four stray CR/LF after a POST.
+			peek, _ := br.Peek(4)
+			n := 0
+			for n < len(peek) && (peek[n] == '\r' || peek[n] == '\n') {
+				n++
+			}
+			br.Discard(n)
+		}
+		if _, err := br.Peek(1); err == io.EOF {
+			return false, true // every request read cleanly
+		}
+		offset := len(data) - rd.Len() - br.Buffered()
+		raw := rawHeader(data[offset:])
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return false, false
+		}
+		if !serverAccepts(req, raw["Host"]) {
+			return false, false
+		}
+		_, rawCL := raw["Content-Length"]
+		_, rawTE := raw["Transfer-Encoding"]
+		if rawCL && rawTE {
+			return true, true
+		}
+		if _, err := io.Copy(io.Discard, req.Body); err != nil {
+			return false, false
+		}
+		if req.Close {
+			return false, false // the server closes after answering
+		}
+		lastMethod = req.Method
+	}
+}
+
+// rawHeader returns the header of the head at the start of b as net/http's
+// header reader sees it, before ReadRequest drops Host and one of
+// Content-Length and Transfer-Encoding.
+func rawHeader(b []byte) textproto.MIMEHeader {
+	tp := textproto.NewReader(bufio.NewReader(bytes.NewReader(b)))
+	if _, err := tp.ReadLine(); err != nil {
+		return nil
+	}
+	h, _ := tp.ReadMIMEHeader()
+	return h
+}
+
+// serverAccepts repeats the checks net/http's server makes on a parsed
+// request before serving it; a request failing them ends the connection.
+func serverAccepts(req *http.Request, hosts []string) bool {
+	h2Preface := req.Method == "PRI" && req.RequestURI == "*" && req.ProtoMajor == 2 && req.ProtoMinor == 0
+	if req.ProtoMajor != 1 && !h2Preface {
+		return false
+	}
+	ok := hosts != nil
+	if req.ProtoAtLeast(1, 1) && (!ok || len(hosts) == 0) && !h2Preface && req.Method != "CONNECT" {
+		return false
+	}
+	if len(hosts) == 1 && !httpguts.ValidHostHeader(hosts[0]) {
+		return false
+	}
+	for k, vv := range req.Header {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return false
+		}
+		for _, v := range vv {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// framingBypasses are requests after which the old scanner stopped looking
+// at the connection, although net/http went on reading HTTP/1 requests from
+// it: each is answered normally, and a Content-Length + Transfer-Encoding
+// request sent after it on the same connection must still be refused.
+func framingBypasses(target, host string) map[string]string {
+	return map[string]string{
+		"websocket Upgrade the upstream declines": "GET " + target + " HTTP/1.1\r\nHost: " + host +
+			"\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n" +
+			"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+		"other Upgrade": "GET " + target + " HTTP/1.1\r\nHost: " + host + "\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n",
+		// net/http ignores Transfer-Encoding on HTTP/1.0: no body follows.
+		"HTTP/1.0 with Transfer-Encoding": "POST " + target + " HTTP/1.0\r\nHost: " + host +
+			"\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n",
+		// A folded line belongs to X-A: this request has no body.
+		"folded Transfer-Encoding": "POST " + target + " HTTP/1.1\r\nHost: " + host +
+			"\r\nX-A: b\r\n Transfer-Encoding: chunked\r\n\r\n",
+	}
+}
+
+// framingSequence sends first, reads its answer, then sends a CL+TE request
+// and returns both statuses and whatever followed the second answer.
+func framingSequence(t *testing.T, conn net.Conn, first, conflicting string) (int, int, string) {
+	t.Helper()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(conn)
+	if _, err := io.WriteString(conn, first); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("first answer: %v", err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if _, err := io.WriteString(conn, conflicting); err != nil {
+		t.Fatal(err)
+	}
+	second, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return resp.StatusCode, 0, ""
+	}
+	io.Copy(io.Discard, second.Body)
+	second.Body.Close()
+	rest, _ := io.ReadAll(br) // the connection must close, with nothing more
+	return resp.StatusCode, second.StatusCode, string(rest)
+}
+
+// TestFramingHoldsForEveryRequest: the Content-Length + Transfer-Encoding
+// refusal holds for every request on a connection, on the plain port and
+// inside an intercepted tunnel, whatever came before it, and the refusal is
+// the connection's only answer to it.
+func TestFramingHoldsForEveryRequest(t *testing.T) {
+	e := newBiEnv(t)
+	conflict := func(target, host string) string {
+		return "POST " + target + " HTTP/1.1\r\nHost: " + host +
+			"\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+	}
+	for name, first := range framingBypasses("http://"+e.plainHost+"/x", e.plainHost) {
+		t.Run("plain port/"+name, func(t *testing.T) {
+			before := e.plain.hits.Load()
+			conn, err := net.Dial("tcp", e.ix.tp.URL.Host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			s1, s2, rest := framingSequence(t, conn, first, conflict("http://"+e.plainHost+"/y", e.plainHost))
+			if s1 != 200 || s2 != 400 || rest != "" {
+				t.Fatalf("answers %d, %d, then %q; want 200, 400 and nothing more", s1, s2, rest)
+			}
+			if n := e.plain.hits.Load() - before; n != 1 {
+				t.Fatalf("the origin saw %d requests, want 1", n)
+			}
+		})
+	}
+	for name, first := range framingBypasses("/maven2/x.jar", e.target) {
+		t.Run("intercepted/"+name, func(t *testing.T) {
+			before := e.ix.up.hits.Load()
+			tc := biTLSInTunnel(t, e)
+			s1, s2, rest := framingSequence(t, tc, first, conflict("/maven2/y.jar", e.target))
+			if s1 != 200 || s2 != 400 || rest != "" {
+				t.Fatalf("answers %d, %d, then %q; want 200, 400 and nothing more", s1, s2, rest)
+			}
+			if n := e.ix.up.hits.Load() - before; n != 1 {
+				t.Fatalf("the upstream saw %d requests, want 1", n)
+			}
+		})
+	}
+}
+
+// TestRefusalsAreTheOnlyAnswer: the answers the connection wrappers write
+// themselves (both framings, TLS on the plain port) are complete responses
+// whose Content-Length is right, and net/http adds no answer of its own.
+func TestRefusalsAreTheOnlyAnswer(t *testing.T) {
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { t.Errorf("upstream saw %s", r.URL) })
+	tp := newTestProxy(t, ixMaven(up.URL, true, ""), nil)
+	for name, send := range map[string]string{
+		"Content-Length with Transfer-Encoding": "POST " + up.URL + "/maven2/x HTTP/1.1\r\nHost: x\r\n" +
+			"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+		"TLS on the plain port": string(biClientHello(t)),
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, err := net.Dial("tcp", tp.URL.Host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			go io.WriteString(c, send)
+			all, err := io.ReadAll(c)
+			if err != nil {
+				t.Fatalf("reading until close: %v", err)
+			}
+			br := bufio.NewReader(bytes.NewReader(all))
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil || resp.StatusCode != http.StatusBadRequest {
+				t.Fatalf("answer %v %v, want 400", resp, err)
+			}
+			if _, err := io.ReadAll(resp.Body); err != nil {
+				t.Fatalf("body: %v", err)
+			}
+			if rest, _ := io.ReadAll(br); len(rest) != 0 {
+				t.Fatalf("%d bytes after the answer: %q", len(rest), rest)
+			}
+		})
+	}
+}
+
+// TestFramingStopsAfterProtocolSwitch: once the upstream switches protocols
+// (101) the connection is a byte relay; bytes that look like a forbidden
+// HTTP/1 head are the new protocol's and pass, on the plain port and inside
+// an intercepted tunnel.
+func TestFramingStopsAfterProtocolSwitch(t *testing.T) {
+	payload := "POST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+	echo := func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") != "websocket" {
+			io.WriteString(w, "jar")
+			return
+		}
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Errorf("hijack: %v", err)
+			return
+		}
+		defer conn.Close()
+		io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		buf := make([]byte, len(payload))
+		n, _ := io.ReadFull(brw, buf) // the relay may pass it on in pieces
+		conn.Write(buf[:n])
+	}
+	ix := newIxIntercept(t, echo)
+	e := &biEnv{ix: ix, target: strings.TrimPrefix(ix.up.URL, "https://")}
+	head := "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n" +
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+	relay := func(t *testing.T, conn net.Conn, req string) {
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(conn, req)
+		br := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+			t.Fatalf("upgrade: %v %v", resp, err)
+		}
+		io.WriteString(conn, payload)
+		got := make([]byte, len(payload))
+		if _, err := io.ReadFull(br, got); err != nil || string(got) != payload {
+			t.Fatalf("relayed %q, %v; want the payload echoed", got, err)
+		}
+	}
+	t.Run("plain port", func(t *testing.T) {
+		// A configured upstream: the plain port relays protocol switches
+		// on the transparent path.
+		plain := newUpstream(t, echo)
+		tp := newTestProxy(t, ixMaven(plain.URL, true, ""), nil)
+		conn, err := net.Dial("tcp", tp.URL.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		host := strings.TrimPrefix(plain.URL, "http://")
+		relay(t, conn, "GET "+plain.URL+"/maven2/ws HTTP/1.1\r\nHost: "+host+"\r\n"+head)
+	})
+	t.Run("intercepted", func(t *testing.T) {
+		relay(t, biTLSInTunnel(t, e), "GET /maven2/ws HTTP/1.1\r\nHost: "+e.target+"\r\n"+head)
 	})
 }

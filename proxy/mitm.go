@@ -14,6 +14,7 @@ import (
 	"github.com/elazarl/goproxy"
 
 	"github.com/nora-breaker/nora-breaker/certs"
+	"github.com/nora-breaker/nora-breaker/config"
 )
 
 // Intercepted connections are served here rather than by goproxy's MITM
@@ -65,6 +66,7 @@ func (p *Proxy) serveIntercepted(connectReq *http.Request, client net.Conn, cs *
 		IdleTimeout:       p.fixed.idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          log.New(zerologWriter{p.log}, "", 0),
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: streamsPerClientConn(snap.cfg.Sidecar)},
 		ConnState: func(_ net.Conn, s http.ConnState) {
 			if s == http.StateClosed {
 				ln.Close()
@@ -72,6 +74,18 @@ func (p *Proxy) serveIntercepted(connectReq *http.Request, client net.Conn, cs *
 		},
 	}
 	_ = srv.Serve(ln)
+}
+
+// maxStreamsPerClientConn bounds the concurrent HTTP/2 streams of one
+// intercepted client connection: 100, the least RFC 9113 recommends
+// offering, and never more than the upstream connections one host may
+// have, since with an HTTP/1 upstream each stream needs one of those. A
+// client past the bound waits for a stream; one that resets streams faster
+// than they finish is sent away by net/http once too many are queued.
+const maxStreamsPerClientConn = 100
+
+func streamsPerClientConn(sc config.Sidecar) int {
+	return max(1, min(maxStreamsPerClientConn, sc.MaxUpstreamConnsPerHost))
 }
 
 // acceptInner completes what the client starts after the 200: a TLS
@@ -127,6 +141,21 @@ func (h *innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			panic(http.ErrAbortHandler) // net/http closes the connection quietly
 		}
 	}()
+	if r.Context().Err() != nil {
+		// The client reset the stream (or left) before its handler ran:
+		// there is nobody to answer, so no upstream attempt is started. A
+		// client resetting streams as fast as it opens them must not make
+		// the proxy dial on its behalf.
+		return
+	}
+	if r.Method == "PRI" && r.URL.Path == "*" {
+		// HTTP/2's connection preface on a connection that negotiated
+		// HTTP/1.1 (or none): net/http hands it to the handler as a
+		// request, and forwarding it would turn it into "PRI * HTTP/1.1".
+		// HTTP/2 inside a tunnel is offered through ALPN only.
+		http.Error(w, "nora-breaker: HTTP/2 here needs ALPN h2, not prior knowledge", http.StatusHTTPVersionNotSupported)
+		return
+	}
 	r.URL.Scheme = h.scheme
 	if r.URL.Host == "" {
 		r.URL.Host = r.Host
@@ -222,6 +251,7 @@ func (h *innerHandler) relayUpgrade(w http.ResponseWriter, resp *http.Response) 
 	}
 	defer h.ln.Close() // a hijacked connection never reports StateClosed
 	defer conn.Close()
+	markHijacked(conn) // what follows is the new protocol, not HTTP/1
 	head := *resp
 	head.Body = nil
 	if head.Write(brw) != nil || brw.Flush() != nil {

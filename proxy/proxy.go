@@ -65,6 +65,8 @@ type Proxy struct {
 	shutting atomic.Bool
 	// history keeps the last breaker transitions for the admin listener.
 	history transitionLog
+	// goneLog rate-limits the log lines of requests whose client went away.
+	goneLog *lineLimiter
 	// testHook, when set, is called at the top of serve; tests use it to
 	// inject a panic. Always nil in production.
 	testHook atomic.Pointer[func(*http.Request)]
@@ -82,7 +84,8 @@ func New(cfg *config.Config, deps Deps) (*Proxy, error) {
 		deps.Now = time.Now
 	}
 	p := &Proxy{deps: deps, log: deps.Logger, now: deps.Now, started: deps.Now(), bufs: newCopyBufs(),
-		fixed: fixedSettings{idleTimeout: cfg.Sidecar.IdleTimeout}, learned: newLearnedHosts(deps.Now)}
+		fixed: fixedSettings{idleTimeout: cfg.Sidecar.IdleTimeout}, learned: newLearnedHosts(deps.Now),
+		goneLog: newLineLimiter(deps.Now, time.Second, goneLogBurst)}
 	snap, err := newSnapshot(cfg, nil)
 	if err != nil {
 		return nil, err

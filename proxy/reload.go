@@ -89,5 +89,5 @@ func restartSettings() []restartSetting {
 func reloadableSettings() []string {
 	return []string{"upstream_ca", "dial_timeout", "tls_handshake_timeout", "resolve", "allow_hosts",
 		"deny_unlisted", "aliases", "stale_authenticated", "admin_token", "throttle_default",
-		"credential_headers"}
+		"credential_headers", "max_upstream_conns_per_host"}
 }

@@ -163,3 +163,20 @@ func TestReloadDropsNoConnection(t *testing.T) {
 		t.Fatalf("threshold %d after reload, want 9", s.Threshold)
 	}
 }
+
+// TestReloadAppliesMaxUpstreamConnsPerHost: the per-host bound is one of
+// the settings the upstream transport is built from, so a reload that
+// changes it gives the requests after it a transport with the new bound.
+func TestReloadAppliesMaxUpstreamConnsPerHost(t *testing.T) {
+	tp := newTestProxy(t, "", nil)
+	if got := tp.state.Load().transport.MaxConnsPerHost; got != 256 {
+		t.Fatalf("MaxConnsPerHost %d at start, want the default 256", got)
+	}
+	restart, err := tp.Reload(loadTestConfig(t, "[sidecar]\nmax_upstream_conns_per_host = 8\n", nil))
+	if err != nil || len(restart) != 0 {
+		t.Fatalf("reload: needs restart %q, %v", restart, err)
+	}
+	if got := tp.state.Load().transport.MaxConnsPerHost; got != 8 {
+		t.Fatalf("MaxConnsPerHost %d after the reload, want 8", got)
+	}
+}

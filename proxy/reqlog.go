@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/url"
@@ -22,6 +23,7 @@ var keptQueryParams = map[string]bool{"service": true, "scope": true, "q": true,
 
 // record collects every decision about one request for its log line.
 type record struct {
+	ctx      context.Context // the client's request: done once the client has gone
 	start    time.Time
 	method   string
 	scheme   string
@@ -37,7 +39,7 @@ type record struct {
 }
 
 func (p *Proxy) newRecord(req *http.Request) *record {
-	return &record{start: p.now(), method: req.Method, scheme: req.URL.Scheme, host: req.URL.Host,
+	return &record{ctx: req.Context(), start: p.now(), method: req.Method, scheme: req.URL.Scheme, host: req.URL.Host,
 		path: req.URL.EscapedPath(), query: redactQuery(req.URL.RawQuery), client: req.RemoteAddr}
 }
 
@@ -90,7 +92,18 @@ func (p *Proxy) emit(rec *record, bytes int64) {
 	if rec.status >= 500 {
 		lvl = zerolog.WarnLevel
 	}
-	p.log.WithLevel(lvl).
+	ev := p.log.WithLevel(lvl)
+	if rec.ctx != nil && rec.ctx.Err() != nil {
+		// The client went away (a reset stream, a closed connection): its
+		// lines are rate limited, since a client can cause them by the
+		// thousand each second. Metrics above still count every one.
+		ok, left := p.goneLog.allow()
+		if !ok {
+			return
+		}
+		ev = ev.Bool("client_gone", true).Int64("suppressed_before", left)
+	}
+	ev.
 		Str("method", rec.method).Str("scheme", rec.scheme).Str("host", rec.host).
 		Str("path", rec.path).Str("query", rec.query).Str("client", rec.client).
 		Str("format", rec.format()).Str("key", rec.key()).Bool("alias", rec.route.Alias).

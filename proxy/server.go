@@ -44,7 +44,7 @@ func (p *Proxy) Serve(ctx context.Context, proxyLn, adminLn net.Listener) error 
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          errLog,
 	}
-	limited := newLimitListener(proxyLn, cfg.Sidecar.MaxConnections, p.log)
+	limited := newLimitListener(proxyLn, cfg.Sidecar.MaxConnections, p.fixed.idleTimeout, p.log)
 	errc := make(chan error, 2)
 	go func() { errc <- serveUntilClosed(proxySrv, limited) }()
 	go func() { errc <- serveUntilClosed(adminSrv, adminLn) }()

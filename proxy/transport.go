@@ -24,6 +24,10 @@ type upstreamSettings struct {
 	tlsHandshakeTimeout time.Duration
 	resolve             map[string]string // "host:port" (lower-case host) → "ip:port"
 	allowHosts          []string          // exempt from the metadata-address refusal
+	// maxConnsPerHost bounds dialing, active and idle connections to one
+	// host together. Just after a reload that changes it the old transport's
+	// connections still count on their own, until they finish.
+	maxConnsPerHost int
 }
 
 func upstreamSettingsOf(cfg *config.Config) upstreamSettings {
@@ -33,13 +37,14 @@ func upstreamSettingsOf(cfg *config.Config) upstreamSettings {
 		resolve[strings.ToLower(k)] = v
 	}
 	return upstreamSettings{upstreamCA: sc.UpstreamCA, dialTimeout: sc.DialTimeout,
-		tlsHandshakeTimeout: sc.TLSHandshakeTimeout, resolve: resolve, allowHosts: slices.Clone(sc.AllowHosts)}
+		tlsHandshakeTimeout: sc.TLSHandshakeTimeout, resolve: resolve, allowHosts: slices.Clone(sc.AllowHosts),
+		maxConnsPerHost: sc.MaxUpstreamConnsPerHost}
 }
 
 func (a upstreamSettings) equal(b upstreamSettings) bool {
 	return a.upstreamCA == b.upstreamCA && a.dialTimeout == b.dialTimeout &&
 		a.tlsHandshakeTimeout == b.tlsHandshakeTimeout && maps.Equal(a.resolve, b.resolve) &&
-		slices.Equal(a.allowHosts, b.allowHosts)
+		slices.Equal(a.allowHosts, b.allowHosts) && a.maxConnsPerHost == b.maxConnsPerHost
 }
 
 // newTransport builds the transport every upstream attempt goes through
@@ -64,13 +69,18 @@ func newTransport(s upstreamSettings, allowed func(host, port string) bool) (*ht
 	d := &dialer{timeout: s.dialTimeout, resolve: s.resolve, allowed: allowed}
 	return &http.Transport{
 		// Never the environment's proxy: in a pod HTTPS_PROXY points at us.
-		Proxy:                 nil,
-		DialContext:           d.DialContext,
-		TLSClientConfig:       tlsConf,
-		TLSHandshakeTimeout:   s.tlsHandshakeTimeout,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          1024,
-		MaxIdleConnsPerHost:   256,
+		Proxy:               nil,
+		DialContext:         d.DialContext,
+		TLSClientConfig:     tlsConf,
+		TLSHandshakeTimeout: s.tlsHandshakeTimeout,
+		ForceAttemptHTTP2:   true,
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 256,
+		// Go's transport goes on dialing after the request that asked for
+		// a connection is cancelled (the connection is parked for later),
+		// so clients that start and abandon requests faster than upstreams
+		// answer would otherwise pile up connections without bound.
+		MaxConnsPerHost:       s.maxConnsPerHost,
 		IdleConnTimeout:       90 * time.Second,
 		ExpectContinueTimeout: time.Second,
 		// Compression passes through untouched: the client's Accept-Encoding

@@ -325,6 +325,9 @@ func TestSchemaRejects(t *testing.T) {
 		{"override threshold", `circuitBreaker.overrides.pypi.failureThreshold=-2`, false},
 		{"bad upstream url", "upstreams.npm.proxy=registry.npmjs.org", false},
 		{"unknown format", "upstreams.cobol.proxy=https://x.example", false},
+		{"zero upstream connections per host", "sidecar.maxUpstreamConnsPerHost=0", false},
+		{"unknown admin token key", "sidecar.adminToken.secret=x", false},
+		{"unknown network policy key", "networkPolicy.prometheus.namespace=monitoring", false},
 		{"threshold 1 is fine", "circuitBreaker.failureThreshold=1", true},
 		{"nora mode is fine", "mode=nora", true},
 	}
@@ -415,6 +418,7 @@ func TestKustomizePatch(t *testing.T) {
 			t.Errorf("patch does not set %s on NORA", name)
 		}
 	}
+	checkTokenEnv(t, side, "nora-breaker-admin-token", "token")
 	if v := volume(spec, "nora-breaker-ca-secret"); v == nil || v.Secret == nil || *v.Secret.DefaultMode != 0o400 {
 		t.Error("patch must mount the CA Secret with defaultMode 0400")
 	}

@@ -56,6 +56,17 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- printf "%s-ca-cert" (include "nora-breaker.fullname" .) -}}
 {{- end -}}
 
+{{/*
+The Secret holding the admin token and the key it is under: the user's
+existing Secret, or the chart's own (generated, or from adminToken.token).
+*/}}
+{{- define "nora-breaker.adminTokenSecretName" -}}
+{{- default (printf "%s-admin-token" (include "nora-breaker.fullname" .)) .Values.sidecar.adminToken.existingSecret -}}
+{{- end -}}
+{{- define "nora-breaker.adminTokenKey" -}}
+{{- if .Values.sidecar.adminToken.existingSecret }}{{ .Values.sidecar.adminToken.key }}{{ else }}token{{ end -}}
+{{- end -}}
+
 {{/* Where the config and the CA files appear inside every container. */}}
 {{- define "nora-breaker.configPath" -}}/etc/nora/config.toml{{- end -}}
 {{- define "nora-breaker.caCertPath" -}}/etc/nora-breaker/ca/ca.pem{{- end -}}

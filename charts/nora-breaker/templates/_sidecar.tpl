@@ -22,12 +22,13 @@ proxy. The container expects the volumes of nora-breaker.volumes.
   env:
     - name: NORA_CONFIG_PATH
       value: {{ include "nora-breaker.configPath" $root }}
-    {{- with $sc.adminToken.existingSecret }}
+    {{- if $sc.adminToken.enabled }}
+    # The admin API's bearer token (admin-token.yaml), never in the ConfigMap.
     - name: NORA_SIDECAR_ADMIN_TOKEN
       valueFrom:
         secretKeyRef:
-          name: {{ . }}
-          key: {{ $sc.adminToken.key }}
+          name: {{ include "nora-breaker.adminTokenSecretName" $root }}
+          key: {{ include "nora-breaker.adminTokenKey" $root }}
     {{- end }}
     {{- if and $sc.sharedState.url $sc.sharedState.existingSecret }}
     - name: NORA_SIDECAR_SHARED_STATE_PASSWORD

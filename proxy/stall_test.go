@@ -1,0 +1,227 @@
+package proxy
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// stallIdle is the idle_timeout of these tests: short, so a stalled write
+// is cut quickly, and far above a loaded machine's scheduling hiccups.
+const stallIdle = 300 * time.Millisecond
+
+// stallUpstream serves /big (a body far larger than any socket buffers,
+// written until the proxy stops taking it), /sized/<n> (n bytes), /slow (headers
+// after three idle timeouts) and anything else as "ok".
+func stallUpstream(t *testing.T) *upstream {
+	chunk := make([]byte, 64<<10)
+	return newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/big":
+			w.Header().Set("Content-Length", strconv.Itoa(1<<30))
+			for i := 0; i < (1<<30)/len(chunk); i++ {
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+			}
+		case strings.HasPrefix(r.URL.Path, "/sized/"):
+			n, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/sized/"))
+			w.Header().Set("Content-Length", strconv.Itoa(n))
+			for n > 0 {
+				k := min(n, len(chunk))
+				if _, err := w.Write(chunk[:k]); err != nil {
+					return
+				}
+				n -= k
+			}
+		case r.URL.Path == "/slow":
+			select {
+			case <-time.After(3 * stallIdle):
+			case <-r.Context().Done():
+				return
+			}
+			io.WriteString(w, "slow but sure")
+		default:
+			io.WriteString(w, "ok")
+		}
+	})
+}
+
+// stallProxy is a proxy with the short idle timeout and room for one
+// client connection, so a held slot shows as a 503 to the next client.
+func stallProxy(t *testing.T) *testProxy {
+	return newTestProxy(t, fmt.Sprintf("[sidecar]\nidle_timeout = %q\nmax_connections = 1\n", stallIdle.String()), nil)
+}
+
+func stallGet(up *upstream, path string) string {
+	host := strings.TrimPrefix(up.URL, "http://")
+	return "GET " + up.URL + path + " HTTP/1.1\r\nHost: " + host + "\r\n\r\n"
+}
+
+// TestStalledWriteEndsTheConnection: a client that asks for a large body
+// and never reads it is cut once the proxy's write has made no progress for
+// idle_timeout; its connection closes and its max_connections slot is free
+// again for the next client.
+func TestStalledWriteEndsTheConnection(t *testing.T) {
+	up := stallUpstream(t)
+	tp := stallProxy(t)
+	stalled, err := net.Dial("tcp", tp.URL.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stalled.Close() })
+	start := time.Now()
+	if _, err := io.WriteString(stalled, stallGet(up, "/big")); err != nil {
+		t.Fatal(err)
+	}
+	// While the stalled client holds the only slot, others get 503. Each
+	// try is a full exchange; the bound leaves a loaded machine plenty of
+	// time to fill the socket buffers and notice the stall.
+	var freed time.Duration
+	pollUntil(t, 20*stallIdle+5*time.Second, func() bool {
+		resp := rawExchange(t, tp, stallGet(up, "/ok"))
+		if resp != nil && resp.StatusCode == http.StatusOK {
+			freed = time.Since(start)
+			return true
+		}
+		return false
+	})
+	t.Logf("slot free again %v after the request (idle_timeout %v)", freed, stallIdle)
+	// The stalled connection itself was closed: reading what the socket
+	// buffers still hold ends in EOF or a reset, not in our deadline.
+	_ = stalled.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, err := io.Copy(io.Discard, stalled)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("the stalled connection is still open (%d bytes read)", n)
+	}
+	if n >= 1<<30 {
+		t.Fatalf("the whole body arrived; nothing was cut")
+	}
+}
+
+// TestSlowReaderIsNotCut: a client that reads a large body slowly, with
+// pauses well under idle_timeout, gets all of it, although the transfer
+// takes many idle timeouts.
+func TestSlowReaderIsNotCut(t *testing.T) {
+	up := stallUpstream(t)
+	tp := stallProxy(t)
+	const size = 512 << 10
+	conn, err := net.Dial("tcp", tp.URL.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	_ = conn.SetDeadline(time.Now().Add(60 * time.Second))
+	if _, err := io.WriteString(conn, stallGet(up, "/sized/"+strconv.Itoa(size))); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReaderSize(conn, 4<<10)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("answer: %v %v", resp, err)
+	}
+	start := time.Now()
+	tick := time.NewTicker(stallIdle / 6) // the reader's own pace, not a wait for state
+	defer tick.Stop()
+	buf := make([]byte, 16<<10)
+	got := 0
+	for got < size {
+		<-tick.C
+		n, err := io.ReadFull(resp.Body, buf[:min(len(buf), size-got)])
+		got += n
+		if err != nil {
+			t.Fatalf("cut after %d of %d bytes, %v into the body: %v", got, size, time.Since(start), err)
+		}
+	}
+	if d := time.Since(start); d < 2*stallIdle {
+		t.Fatalf("the body took %v, under two idle timeouts: the test proves nothing", d)
+	}
+}
+
+// TestWaitingForUpstreamHeadersIsNotAStall: the write deadline runs only
+// while a write is under way, so a client waiting longer than idle_timeout
+// for a slow upstream's headers gets its answer.
+func TestWaitingForUpstreamHeadersIsNotAStall(t *testing.T) {
+	up := stallUpstream(t)
+	tp := stallProxy(t)
+	resp := rawExchange(t, tp, stallGet(up, "/slow"))
+	if resp == nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("got %v, want the slow upstream's 200", statusOf(resp))
+	}
+	if b, _ := io.ReadAll(resp.Body); string(b) != "slow but sure" {
+		t.Fatalf("body %q", b)
+	}
+}
+
+// TestStallConnCountsProgress: one write that takes many idle timeouts to
+// drain succeeds while the reader keeps taking bytes, and a write nobody
+// reads fails after about one idle timeout. net.Pipe hands the writer each
+// byte as the reader takes it, so progress is exact.
+func TestStallConnCountsProgress(t *testing.T) {
+	const idle = 100 * time.Millisecond
+	t.Run("slow reader", func(t *testing.T) {
+		server, client := net.Pipe()
+		t.Cleanup(func() { server.Close(); client.Close() })
+		c := newStallConn(halfCloser{server}, idle)
+		done := make(chan error, 1)
+		payload := make([]byte, 16<<10)
+		go func() {
+			_, err := c.Write(payload)
+			done <- err
+		}()
+		start := time.Now()
+		tick := time.NewTicker(idle / 4) // the reader's pace
+		defer tick.Stop()
+		buf := make([]byte, 1<<10)
+		_ = client.SetReadDeadline(start.Add(10 * time.Second)) // in case the writer gives up
+		for got := 0; got < len(payload); {
+			<-tick.C
+			n, err := client.Read(buf)
+			if err != nil {
+				t.Fatalf("after %d of %d bytes: %v (the write: %v)", got, len(payload), err, <-done)
+			}
+			got += n
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("a write that kept making progress failed after %v: %v", time.Since(start), err)
+		}
+		if d := time.Since(start); d < 3*idle {
+			t.Fatalf("the write drained in %v; the test needs several idle timeouts", d)
+		}
+	})
+	t.Run("nobody reads", func(t *testing.T) {
+		server, client := net.Pipe()
+		t.Cleanup(func() { server.Close(); client.Close() })
+		c := newStallConn(halfCloser{server}, idle)
+		start := time.Now()
+		_, err := c.Write([]byte("hello"))
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("err = %v, want a deadline error", err)
+		}
+		if d := time.Since(start); d < idle {
+			t.Fatalf("failed after %v, before the idle timeout", d)
+		}
+	})
+	t.Run("hijacked", func(t *testing.T) {
+		server, client := net.Pipe()
+		t.Cleanup(func() { server.Close(); client.Close() })
+		c := newStallConn(halfCloser{server}, idle)
+		markHijacked(c)
+		go func() {
+			<-time.After(3 * idle) // a reader that wakes late
+			io.Copy(io.Discard, client)
+		}()
+		if _, err := c.Write([]byte("hello")); err != nil {
+			t.Fatalf("a hijacked connection's write was cut by the HTTP timeout: %v", err)
+		}
+	})
+}
