@@ -36,7 +36,6 @@ type biEnv struct {
 func newBiEnv(t *testing.T) *biEnv {
 	t.Helper()
 	e := &biEnv{bodyAborted: make(chan struct{}, 4)}
-	e.ix = newIxIntercept(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "jar") })
 	e.plain = newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "" {
 			e.sawAuth.Store(true)
@@ -47,6 +46,9 @@ func newBiEnv(t *testing.T) *biEnv {
 		}
 		io.WriteString(w, "plain")
 	})
+	// The plain origin is no upstream: allow_hosts lets the proxy reach it.
+	e.ix = newIxInterceptWith(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "jar") },
+		allowHostsLine(e.plain))
 	e.plainHost = strings.TrimPrefix(e.plain.URL, "http://")
 	e.target = strings.TrimPrefix(e.ix.up.URL, "https://")
 	return e

@@ -14,12 +14,13 @@ import (
 )
 
 // dialer opens every upstream and tunnel connection. It applies the
-// [sidecar.resolve] map (like curl --resolve) and refuses metadata addresses
-// after resolution, so a DNS name pointing at 169.254.169.254 is caught too.
+// [sidecar.resolve] map (like curl --resolve) and the dial policy to every
+// address it is about to use, after resolution, so a DNS name pointing at
+// 169.254.169.254 or at the proxy itself is caught too.
 type dialer struct {
 	timeout time.Duration
 	resolve map[string]string // "host:port" (lower-case host) → "ip:port"
-	allowed func(host, port string) bool
+	policy  dialPolicy
 }
 
 // DialContext dials addr ("host:port") with the resolve map and address policy.
@@ -33,19 +34,15 @@ func (d *dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 	if to, ok := d.resolve[net.JoinHostPort(host, port)]; ok {
 		target = to
 	}
-	exempt := d.allowed != nil && d.allowed(host, port)
 	nd := net.Dialer{
 		Timeout:   d.timeout,
 		KeepAlive: 30 * time.Second,
 		Control: func(_, address string, _ syscall.RawConn) error {
-			if exempt {
-				return nil
-			}
 			ap, err := netip.ParseAddrPort(address)
-			if err == nil && destination.Refused(ap.Addr()) {
-				return fmt.Errorf("%s resolves to %s: %w", host, ap.Addr(), attempt.ErrForbiddenDestination)
+			if err != nil {
+				return fmt.Errorf("dial %s: unexpected address %q: %w", addr, address, attempt.ErrForbiddenDestination)
 			}
-			return nil
+			return d.policy.check(host, port, ap)
 		},
 	}
 	return nd.DialContext(ctx, network, target)

@@ -404,4 +404,26 @@ func TestFramingStopsAfterProtocolSwitch(t *testing.T) {
 	t.Run("intercepted", func(t *testing.T) {
 		relay(t, biTLSInTunnel(t, e), "GET /maven2/ws HTTP/1.1\r\nHost: "+e.target+"\r\n"+head)
 	})
+	t.Run("plain port, unclassified host", func(t *testing.T) {
+		// A host no upstream names (allowed by allow_hosts): its protocol
+		// switch is relayed too.
+		other := newUpstream(t, echo)
+		tp := newTestProxy(t, ixMaven("http://repo.test", true, "[sidecar]\n"+allowHostsLine(other)+"\n"), nil)
+		conn, err := net.Dial("tcp", tp.URL.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		host := strings.TrimPrefix(other.URL, "http://")
+		relay(t, conn, "GET "+other.URL+"/ws HTTP/1.1\r\nHost: "+host+"\r\n"+head)
+	})
+	t.Run("CONNECT inside an intercepted tunnel", func(t *testing.T) {
+		tc := biTLSInTunnel(t, e)
+		_ = tc.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(tc, "CONNECT other.example:443 HTTP/1.1\r\nHost: other.example:443\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
+		if err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Fatalf("nested CONNECT: %v %v, want 405", resp, err)
+		}
+	})
 }

@@ -239,6 +239,17 @@ func (s *servedBodies) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	bigBody(n)(w, r)
 }
 
+func TestHealthSlowReadersPlain(t *testing.T) {
+	runReaderCases(t, slowIdle, func(t *testing.T) readerEnv {
+		bodies := newServedBodies()
+		up := newUpstream(t, bodies.ServeHTTP)
+		cfg := loadTestConfig(t, slowReaderConfig(up.URL, slowIdle.String(), ""), nil)
+		tp := startProxyWrapped(t, cfg, zerolog.Nop(), func(ln net.Listener) net.Listener { return smallSendListener{ln} })
+		return readerEnv{tp: tp, bodies: bodies, client: smallReadClient(t, tp, nil),
+			url: up.URL + "/pkg/-/pkg-1.tgz", key: "npm:" + up.URL}
+	})
+}
+
 func TestHealthSlowReadersIntercepted(t *testing.T) {
 	for _, h2 := range []bool{false, true} {
 		t.Run(fmt.Sprintf("h2=%v", h2), func(t *testing.T) {

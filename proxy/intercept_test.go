@@ -27,14 +27,20 @@ type ixIntercept struct {
 
 func newIxIntercept(t *testing.T, h http.HandlerFunc) *ixIntercept {
 	t.Helper()
+	return newIxInterceptWith(t, h, "")
+}
+
+// newIxInterceptWith is newIxIntercept with more [sidecar] lines.
+func newIxInterceptWith(t *testing.T, h http.HandlerFunc, sidecar string) *ixIntercept {
+	t.Helper()
 	up := newTLSUpstream(t, h)
 	// The CA and the leaves are dated by the proxy's fake clock.
 	certPath, keyPath, err := certs.Init(filepath.Join(t.TempDir(), "ca"), newFakeClock().Now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	extra := fmt.Sprintf("[sidecar]\nca_cert = %q\nca_key = %q\nupstream_ca = %q\n",
-		certPath, keyPath, writeUpstreamCA(t, up.Server))
+	extra := fmt.Sprintf("[sidecar]\nca_cert = %q\nca_key = %q\nupstream_ca = %q\n%s\n",
+		certPath, keyPath, writeUpstreamCA(t, up.Server), sidecar)
 	tp := newTestProxy(t, ixMaven(up.URL, true, extra), nil)
 	pemBytes, err := os.ReadFile(certPath)
 	if err != nil {
@@ -166,8 +172,11 @@ func TestInterceptMisdirectedHost(t *testing.T) {
 // TestHandlerPanicIsContained: a panic while serving a request (plain or
 // intercepted) answers 500 and the proxy keeps serving.
 func TestHandlerPanicIsContained(t *testing.T) {
-	ix := newIxIntercept(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	// plain is no upstream: listed in allow_hosts, since loopback is only
+	// reached when the configuration names it.
 	plain := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "plain ok") })
+	ix := newIxInterceptWith(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") },
+		allowHostsLine(plain))
 	hook := func(r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/boom") {
 			panic("injected test panic")
@@ -192,4 +201,14 @@ func TestHandlerPanicIsContained(t *testing.T) {
 	if !strings.Contains(ix.tp.Logs.String(), "handler panic recovered") {
 		t.Fatal("panic not logged")
 	}
+}
+
+// allowHostsLine lists servers that are no upstream in allow_hosts: the
+// proxy reaches loopback only where the configuration names it.
+func allowHostsLine(ups ...*upstream) string {
+	var hosts []string
+	for _, u := range ups {
+		hosts = append(hosts, fmt.Sprintf("%q", strings.TrimPrefix(strings.TrimPrefix(u.URL, "http://"), "https://")))
+	}
+	return "allow_hosts = [" + strings.Join(hosts, ", ") + "]"
 }

@@ -156,6 +156,12 @@ func (h *innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "nora-breaker: HTTP/2 here needs ALPN h2, not prior knowledge", http.StatusHTTPVersionNotSupported)
 		return
 	}
+	if r.Method == http.MethodConnect {
+		// A tunnel inside the tunnel would be a way past every check made
+		// on the outer CONNECT.
+		http.Error(w, "nora-breaker: CONNECT inside an intercepted tunnel is not allowed", http.StatusMethodNotAllowed)
+		return
+	}
 	r.URL.Scheme = h.scheme
 	if r.URL.Host == "" {
 		r.URL.Host = r.Host

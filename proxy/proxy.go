@@ -49,6 +49,9 @@ type Proxy struct {
 	breakers *breakerstate.Set
 	// throttles holds the hosts that answered 429, for the loop and /breakers.
 	throttles *throttle.Table
+	// own names the proxy's bound listeners (set by Serve), which no
+	// request may be forwarded to.
+	own atomic.Pointer[ownListeners]
 	// learned holds the hosts learned from upstreams' redirects; keysMu
 	// serialises giving the breaker set its keys (reloads, new hosts).
 	learned *learnedHosts
@@ -86,7 +89,7 @@ func New(cfg *config.Config, deps Deps) (*Proxy, error) {
 	p := &Proxy{deps: deps, log: deps.Logger, now: deps.Now, started: deps.Now(), bufs: newCopyBufs(),
 		fixed: fixedSettings{idleTimeout: cfg.Sidecar.IdleTimeout}, learned: newLearnedHosts(deps.Now),
 		goneLog: newLineLimiter(deps.Now, time.Second, goneLogBurst)}
-	snap, err := newSnapshot(cfg, nil)
+	snap, err := newSnapshot(cfg, nil, &p.own)
 	if err != nil {
 		return nil, err
 	}

@@ -102,6 +102,11 @@ func (p *Proxy) forwardUnclassified(req *http.Request, snap *snapshot, rec *reco
 		}
 		return answer.ForError(req, "", req.URL.Host, err)
 	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		// The body is the upgraded connection, relayed as it is: wrapping
+		// it would hide its Write, and the relay ends with the request.
+		return resp
+	}
 	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: release}
 	return resp
 }

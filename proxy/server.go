@@ -27,6 +27,8 @@ const (
 // commits complete stale writes and returns.
 func (p *Proxy) Serve(ctx context.Context, proxyLn, adminLn net.Listener) error {
 	cfg := p.Config()
+	// From here on no request may reach these two ports on this machine.
+	p.own.Store(newOwnListeners(interfaceAddrs(), proxyLn.Addr(), adminLn.Addr()))
 	errLog := log.New(zerologWriter{p.log}, "", 0)
 	proxySrv := &http.Server{
 		Handler:           p.Handler(),

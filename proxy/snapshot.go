@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 
 	"github.com/nora-breaker/nora-breaker/config"
 	"github.com/nora-breaker/nora-breaker/fallback"
@@ -41,7 +42,9 @@ type keyHost struct{ host, upstream string }
 
 // newSnapshot derives a snapshot from cfg, reusing prev's transport when
 // the settings it was built from are unchanged (prev may be nil).
-func newSnapshot(cfg *config.Config, prev *snapshot) (*snapshot, error) {
+// own names the proxy's listeners once they are bound (nil in tests that
+// build a snapshot alone).
+func newSnapshot(cfg *config.Config, prev *snapshot, own *atomic.Pointer[ownListeners]) (*snapshot, error) {
 	s := &snapshot{cfg: cfg, table: newTable(cfg.Upstreams),
 		allowHosts: make(map[string]bool), connectPorts: map[string]bool{"443": true},
 		hostOfKey: make(map[string]keyHost)}
@@ -70,7 +73,7 @@ func newSnapshot(cfg *config.Config, prev *snapshot) (*snapshot, error) {
 		return s, nil
 	}
 	var err error
-	s.transport, s.dial, err = newTransport(s.upstream, s.hostAllowed)
+	s.transport, s.dial, err = newTransport(s.upstream, s.hostAllowed, own)
 	return s, err
 }
 

@@ -56,9 +56,11 @@ func stallUpstream(t *testing.T) *upstream {
 }
 
 // stallProxy is a proxy with the short idle timeout and room for one
-// client connection, so a held slot shows as a 503 to the next client.
-func stallProxy(t *testing.T) *testProxy {
-	return newTestProxy(t, fmt.Sprintf("[sidecar]\nidle_timeout = %q\nmax_connections = 1\n", stallIdle.String()), nil)
+// client connection, so a held slot shows as a 503 to the next client; up
+// is no upstream, so allow_hosts lets the proxy reach it.
+func stallProxy(t *testing.T, up *upstream) *testProxy {
+	return newTestProxy(t, fmt.Sprintf("[sidecar]\nidle_timeout = %q\nmax_connections = 1\n%s\n",
+		stallIdle.String(), allowHostsLine(up)), nil)
 }
 
 func stallGet(up *upstream, path string) string {
@@ -72,7 +74,7 @@ func stallGet(up *upstream, path string) string {
 // again for the next client.
 func TestStalledWriteEndsTheConnection(t *testing.T) {
 	up := stallUpstream(t)
-	tp := stallProxy(t)
+	tp := stallProxy(t, up)
 	stalled, err := net.Dial("tcp", tp.URL.Host)
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +115,7 @@ func TestStalledWriteEndsTheConnection(t *testing.T) {
 // takes many idle timeouts.
 func TestSlowReaderIsNotCut(t *testing.T) {
 	up := stallUpstream(t)
-	tp := stallProxy(t)
+	tp := stallProxy(t, up)
 	const size = 512 << 10
 	conn, err := net.Dial("tcp", tp.URL.Host)
 	if err != nil {
@@ -152,7 +154,7 @@ func TestSlowReaderIsNotCut(t *testing.T) {
 // for a slow upstream's headers gets its answer.
 func TestWaitingForUpstreamHeadersIsNotAStall(t *testing.T) {
 	up := stallUpstream(t)
-	tp := stallProxy(t)
+	tp := stallProxy(t, up)
 	resp := rawExchange(t, tp, stallGet(up, "/slow"))
 	if resp == nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("got %v, want the slow upstream's 200", statusOf(resp))

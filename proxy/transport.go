@@ -5,10 +5,12 @@ import (
 	"crypto/x509"
 	"fmt"
 	"maps"
+	"net"
 	"net/http"
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nora-breaker/nora-breaker/config"
@@ -24,6 +26,7 @@ type upstreamSettings struct {
 	tlsHandshakeTimeout time.Duration
 	resolve             map[string]string // "host:port" (lower-case host) → "ip:port"
 	allowHosts          []string          // exempt from the metadata-address refusal
+	named               map[string]bool   // hosts upstreams and resolve name (may reach loopback)
 	// maxConnsPerHost bounds dialing, active and idle connections to one
 	// host together. Just after a reload that changes it the old transport's
 	// connections still count on their own, until they finish.
@@ -38,19 +41,36 @@ func upstreamSettingsOf(cfg *config.Config) upstreamSettings {
 	}
 	return upstreamSettings{upstreamCA: sc.UpstreamCA, dialTimeout: sc.DialTimeout,
 		tlsHandshakeTimeout: sc.TLSHandshakeTimeout, resolve: resolve, allowHosts: slices.Clone(sc.AllowHosts),
-		maxConnsPerHost: sc.MaxUpstreamConnsPerHost}
+		maxConnsPerHost: sc.MaxUpstreamConnsPerHost, named: namedHosts(cfg, resolve)}
+}
+
+// namedHosts are the "host:port" the configuration names: every upstream's
+// URL host and alias hosts, and every [sidecar.resolve] key.
+func namedHosts(cfg *config.Config, resolve map[string]string) map[string]bool {
+	named := map[string]bool{}
+	for _, u := range cfg.Upstreams {
+		for _, h := range u.Hosts {
+			named[hostPortOf(u, h)] = true
+		}
+	}
+	for k := range resolve {
+		if host, port, err := net.SplitHostPort(k); err == nil {
+			named[net.JoinHostPort(strings.ToLower(host), port)] = true
+		}
+	}
+	return named
 }
 
 func (a upstreamSettings) equal(b upstreamSettings) bool {
 	return a.upstreamCA == b.upstreamCA && a.dialTimeout == b.dialTimeout &&
 		a.tlsHandshakeTimeout == b.tlsHandshakeTimeout && maps.Equal(a.resolve, b.resolve) &&
-		slices.Equal(a.allowHosts, b.allowHosts) && a.maxConnsPerHost == b.maxConnsPerHost
+		slices.Equal(a.allowHosts, b.allowHosts) && a.maxConnsPerHost == b.maxConnsPerHost && maps.Equal(a.named, b.named)
 }
 
 // newTransport builds the transport every upstream attempt goes through
 // (TLS verified against the system roots plus upstream_ca, never the
 // environment's proxy) and the dialer it and every tunnel dial with.
-func newTransport(s upstreamSettings, allowed func(host, port string) bool) (*http.Transport, *dialer, error) {
+func newTransport(s upstreamSettings, allowed func(host, port string) bool, own *atomic.Pointer[ownListeners]) (*http.Transport, *dialer, error) {
 	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12}
 	if s.upstreamCA != "" {
 		pem, err := os.ReadFile(s.upstreamCA)
@@ -66,7 +86,8 @@ func newTransport(s upstreamSettings, allowed func(host, port string) bool) (*ht
 		}
 		tlsConf.RootCAs = pool
 	}
-	d := &dialer{timeout: s.dialTimeout, resolve: s.resolve, allowed: allowed}
+	d := &dialer{timeout: s.dialTimeout, resolve: s.resolve,
+		policy: dialPolicy{own: own, named: s.named, allowed: allowed}}
 	return &http.Transport{
 		// Never the environment's proxy: in a pod HTTPS_PROXY points at us.
 		Proxy:               nil,

@@ -1,0 +1,110 @@
+package proxy
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/nora-breaker/nora-breaker/breakerstate"
+)
+
+// The admin API must not be reachable through the proxy: a request sent
+// through the proxy port to its own listeners is refused whatever address
+// names them, with deny_unlisted or without, even when an upstream lives on
+// the same loopback address (docs/behaviour.md §10).
+func TestOwnListenersAreNeverReachedThroughTheProxy(t *testing.T) {
+	npm := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "{}") })
+	for _, deny := range []bool{false, true} {
+		t.Run(fmt.Sprintf("deny_unlisted=%v", deny), func(t *testing.T) {
+			tp := newTestProxy(t, fmt.Sprintf(`
+[circuit_breaker]
+enabled = true
+[registries]
+enable = "npm"
+[npm]
+proxy = %q
+[sidecar]
+deny_unlisted = %v
+admin_token = "s3cret"
+`, npm.URL, deny), nil)
+			c := proxyClient(t, tp, nil)
+			key := "npm:" + npm.URL
+			_, adminPort, _ := net.SplitHostPort(strings.TrimPrefix(tp.AdminURL, "http://"))
+			_, proxyPort, _ := net.SplitHostPort(tp.URL.Host)
+			for _, host := range []string{"127.0.0.1", "localhost", "[::1]", "0.0.0.0", "127.0.0.2"} {
+				for _, port := range []string{adminPort, proxyPort} {
+					for _, call := range []struct{ method, path string }{
+						{"GET", "/breakers"}, {"GET", "/metrics"}, {"POST", "/breakers/force?key=" + key + "&state=open"},
+					} {
+						url := "http://" + net.JoinHostPort(strings.Trim(host, "[]"), port) + call.path
+						resp, _ := ixDo(t, c, call.method, url, http.Header{"Authorization": {"Bearer s3cret"}})
+						if resp.StatusCode != http.StatusForbidden {
+							t.Errorf("%s %s through the proxy: %d, want 403", call.method, url, resp.StatusCode)
+						}
+					}
+				}
+			}
+			if s := ixState(t, tp, key); s.State != breakerstate.Closed || s.Forced != "" {
+				t.Fatalf("the breaker was forced through the proxy: %+v", s)
+			}
+			// The upstream on the same loopback address still works.
+			if resp, _ := fbGet(t, c, npm.URL+"/left-pad"); resp.StatusCode != 200 {
+				t.Fatalf("the upstream itself: %d", resp.StatusCode)
+			}
+			// CONNECT to the admin port is refused too.
+			resp, _, _ := ixRawConnect(t, tp, net.JoinHostPort("127.0.0.1", adminPort))
+			if resp.StatusCode == http.StatusOK {
+				t.Fatal("CONNECT to the admin port was accepted")
+			}
+		})
+	}
+}
+
+// TestLoopbackOnlyWhereTheConfigurationNamesIt: a loopback server that no
+// upstream, resolve entry or allow_hosts names is not reachable through the
+// proxy, whether addressed directly or by a name that resolves there.
+func TestLoopbackOnlyWhereTheConfigurationNamesIt(t *testing.T) {
+	hidden := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "local service") })
+	tp := newTestProxy(t, ixMaven("http://repo.test", true, ""), nil)
+	c := proxyClient(t, tp, nil)
+	if resp, _ := fbGet(t, c, hidden.URL+"/internal"); resp.StatusCode != http.StatusForbidden || hidden.hits.Load() != 0 {
+		t.Fatalf("unnamed loopback service: %d (hits %d), want 403 and untouched", resp.StatusCode, hidden.hits.Load())
+	}
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(hidden.URL, "http://"))
+	if resp, _ := fbGet(t, c, "http://localhost:"+port+"/internal"); resp.StatusCode != http.StatusForbidden || hidden.hits.Load() != 0 {
+		t.Fatalf("by the name localhost: %d (hits %d), want 403 and untouched", resp.StatusCode, hidden.hits.Load())
+	}
+}
+
+// TestOwnListenersReachedByThePodAddress: the listeners are reached through
+// any of the machine's own addresses when they listen on all of them.
+func TestOwnListenersReachedByThePodAddress(t *testing.T) {
+	pod := netip.MustParseAddr("10.42.0.17")
+	o := newOwnListeners([]netip.Addr{pod, netip.MustParseAddr("fe80::1%eth0")},
+		&net.TCPAddr{IP: net.IPv4zero, Port: 9128}, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 3128})
+	tests := []struct {
+		to   string
+		want bool
+	}{
+		{"10.42.0.17:9128", true},
+		{"10.42.0.17:3128", true},
+		{"127.0.0.1:9128", true},
+		{"127.1.2.3:3128", true},
+		{"0.0.0.0:9128", true},
+		{"[::1]:9128", true},
+		{"[::ffff:10.42.0.17]:9128", true},
+		{"[fe80::1]:9128", true},
+		{"10.42.0.18:9128", false},
+		{"10.42.0.17:8080", false},
+		{"192.0.2.1:9128", false},
+	}
+	for _, tc := range tests {
+		if got := o.reaches(netip.MustParseAddrPort(tc.to)); got != tc.want {
+			t.Errorf("reaches(%s) = %v, want %v", tc.to, got, tc.want)
+		}
+	}
+}
