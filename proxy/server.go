@@ -46,7 +46,7 @@ func (p *Proxy) Serve(ctx context.Context, proxyLn, adminLn net.Listener) error 
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          errLog,
 	}
-	limited := newLimitListener(proxyLn, cfg.Sidecar.MaxConnections, p.fixed.idleTimeout, p.log)
+	limited := newLimitListener(proxyLn, cfg.Sidecar.MaxConnections, p.fixed.idleTimeout)
 	errc := make(chan error, 2)
 	go func() { errc <- serveUntilClosed(proxySrv, limited) }()
 	go func() { errc <- serveUntilClosed(adminSrv, adminLn) }()

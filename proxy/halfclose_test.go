@@ -5,8 +5,6 @@ import (
 	"net"
 	"testing"
 	"time"
-
-	"github.com/rs/zerolog"
 )
 
 // Every wrapper the listener stacks on a client connection must keep
@@ -17,7 +15,7 @@ func TestListenerConnsKeepHalfClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	limited := newLimitListener(ln, 4, time.Minute, zerolog.Nop())
+	limited := newLimitListener(ln, 4, time.Minute)
 	t.Cleanup(func() { limited.Close() })
 	client, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
