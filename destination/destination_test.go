@@ -118,7 +118,7 @@ func TestRefusedHost(t *testing.T) {
 	}
 	for _, tc := range tests {
 		if got := RefusedHost(tc.host); got != tc.refused {
-			a, ok := ParseHost(tc.host)
+			a, ok := parseHost(tc.host)
 			t.Errorf("RefusedHost(%q) = %v, want %v (parsed %v %v)", tc.host, got, tc.refused, a, ok)
 		}
 	}
@@ -171,14 +171,14 @@ func TestParseHostShorthand(t *testing.T) {
 		{"fe80::1%25eth0", "fe80::1"},
 	}
 	for _, tc := range tests {
-		a, ok := ParseHost(tc.host)
+		a, ok := parseHost(tc.host)
 		if got := a.String(); (tc.want == "") == ok || (ok && got != tc.want) {
-			t.Errorf("ParseHost(%q) = %v %v, want %q", tc.host, a, ok, tc.want)
+			t.Errorf("parseHost(%q) = %v %v, want %q", tc.host, a, ok, tc.want)
 		}
 	}
 }
 
-// FuzzParseHost checks ParseHost on any input: it never panics, agrees
+// FuzzParseHost checks parseHost on any input: it never panics, agrees
 // with netip on standard literals, ignores the decorations it promises to
 // ignore (brackets, trailing dots, zones), and its answer survives a round
 // trip through the address's canonical form.
@@ -189,13 +189,13 @@ func FuzzParseHost(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, host string) {
-		a, ok := ParseHost(host)
+		a, ok := parseHost(host)
 		if ok != a.IsValid() {
-			t.Fatalf("ParseHost(%q) = %v, %v: validity disagrees", host, a, ok)
+			t.Fatalf("parseHost(%q) = %v, %v: validity disagrees", host, a, ok)
 		}
 		if std, err := netip.ParseAddr(host); err == nil {
 			if !ok || a != std.WithZone("") && a != std {
-				t.Fatalf("ParseHost(%q) = %v %v, netip says %v", host, a, ok, std)
+				t.Fatalf("parseHost(%q) = %v %v, netip says %v", host, a, ok, std)
 			}
 		}
 		if !ok {
@@ -206,14 +206,14 @@ func FuzzParseHost(f *testing.F) {
 			t.Fatalf("RefusedHost(%q) disagrees with Refused(%v)", host, a)
 		}
 		for _, v := range []string{"[" + host + "]", host + ".", a.String(), "[" + a.String() + "]"} {
-			b, ok2 := ParseHost(v)
+			b, ok2 := parseHost(v)
 			if !ok2 || b.WithZone("") != a.WithZone("") || Refused(b) != refused {
-				t.Fatalf("ParseHost(%q) = %v %v, but ParseHost(%q) = %v", v, b, ok2, host, a)
+				t.Fatalf("parseHost(%q) = %v %v, but parseHost(%q) = %v", v, b, ok2, host, a)
 			}
 		}
 		if a.Is6() && !a.Is4In6() {
 			z := a.WithZone("").String() + "%25eth0"
-			if b, ok2 := ParseHost(z); !ok2 || b.WithZone("") != a.WithZone("") {
+			if b, ok2 := parseHost(z); !ok2 || b.WithZone("") != a.WithZone("") {
 				t.Fatalf("zone changed the address: %q → %v", z, b)
 			}
 		}

@@ -11,11 +11,11 @@ import (
 // be answered before anything is dialed. A host name is not resolved here
 // and reports false: the dialer judges the addresses it resolves to.
 func RefusedHost(host string) bool {
-	a, ok := ParseHost(host)
+	a, ok := parseHost(host)
 	return ok && Refused(a)
 }
 
-// ParseHost returns the IP address host spells, if it spells one. It
+// parseHost returns the IP address host spells, if it spells one. It
 // accepts every spelling some client, URL parser or resolver turns into an
 // address, so that none of them slips past the policy:
 //
@@ -27,7 +27,7 @@ func RefusedHost(host string) bool {
 //     Node) read as an address: hexadecimal and octal parts and fewer than
 //     four parts ("0xa9fea9fe", "2852039166", "0251.0376.0251.0376",
 //     "169.254.43518").
-func ParseHost(host string) (netip.Addr, bool) {
+func parseHost(host string) (netip.Addr, bool) {
 	// Stray brackets and dots are shed too: being lenient here can only
 	// refuse more.
 	h := strings.TrimRight(strings.TrimLeft(host, "["), "].")

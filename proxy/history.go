@@ -13,10 +13,10 @@ import (
 // (GET /breakers/history and the status page's timeline).
 const historySize = 200
 
-// HistoryEntry is one breaker transition as GET /breakers/history shows it.
+// historyEntry is one breaker transition as GET /breakers/history shows it.
 // Every field comes from the breaker set: keys are configured keys, never
 // request data.
-type HistoryEntry struct {
+type historyEntry struct {
 	At           time.Time `json:"at"`
 	Key          string    `json:"key"`
 	From         string    `json:"from"`
@@ -30,13 +30,13 @@ type HistoryEntry struct {
 // value, and the breaker set's transition hook feeds it.
 type transitionLog struct {
 	mu   sync.Mutex
-	ring [historySize]HistoryEntry
+	ring [historySize]historyEntry
 	next int // where the next entry goes
 	n    int // entries held, at most historySize
 }
 
 // add records one entry, dropping the oldest when the ring is full.
-func (l *transitionLog) add(e HistoryEntry) {
+func (l *transitionLog) add(e historyEntry) {
 	l.mu.Lock()
 	l.ring[l.next] = e
 	l.next = (l.next + 1) % historySize
@@ -50,9 +50,9 @@ func (l *transitionLog) add(e HistoryEntry) {
 // reach the hook out of order when they race (breakerstate.Options), so the
 // copy is ordered by the time each transition happened, ties kept in
 // arrival order.
-func (l *transitionLog) list() []HistoryEntry {
+func (l *transitionLog) list() []historyEntry {
 	l.mu.Lock()
-	out := make([]HistoryEntry, 0, l.n)
+	out := make([]historyEntry, 0, l.n)
 	for i := range l.n {
 		out = append(out, l.ring[(l.next-1-i+historySize)%historySize])
 	}
@@ -61,9 +61,9 @@ func (l *transitionLog) list() []HistoryEntry {
 	return out
 }
 
-// historyEntry turns a breaker transition into what the history shows.
-func historyEntry(t breakerstate.Transition) HistoryEntry {
-	return HistoryEntry{At: t.At, Key: t.Key, From: t.From.String(), To: t.To.String(), Why: transitionWhy(t),
+// newHistoryEntry turns a breaker transition into what the history shows.
+func newHistoryEntry(t breakerstate.Transition) historyEntry {
+	return historyEntry{At: t.At, Key: t.Key, From: t.From.String(), To: t.To.String(), Why: transitionWhy(t),
 		FailureCount: t.FailureCount}
 }
 

@@ -18,7 +18,7 @@ func TestTransitionLogKeepsTheNewestInOrder(t *testing.T) {
 	}
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	for i := range historySize + 50 {
-		l.add(HistoryEntry{At: t0.Add(time.Duration(i) * time.Second), Key: fmt.Sprint(i)})
+		l.add(historyEntry{At: t0.Add(time.Duration(i) * time.Second), Key: fmt.Sprint(i)})
 	}
 	got := l.list()
 	if len(got) != historySize {
@@ -28,8 +28,8 @@ func TestTransitionLogKeepsTheNewestInOrder(t *testing.T) {
 		t.Fatalf("newest %s, oldest %s; want %d and 50", got[0].Key, got[historySize-1].Key, historySize+49)
 	}
 	// Transitions that reached the hook out of order are shown by time.
-	l.add(HistoryEntry{At: t0.Add(time.Hour), Key: "late-but-newer"})
-	l.add(HistoryEntry{At: t0.Add(time.Hour - time.Second), Key: "earlier"})
+	l.add(historyEntry{At: t0.Add(time.Hour), Key: "late-but-newer"})
+	l.add(historyEntry{At: t0.Add(time.Hour - time.Second), Key: "earlier"})
 	if got := l.list(); got[0].Key != "late-but-newer" || got[1].Key != "earlier" {
 		t.Fatalf("not ordered by time: %s, %s", got[0].Key, got[1].Key)
 	}
@@ -67,7 +67,7 @@ func TestTransitionLogConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range each {
-				l.add(HistoryEntry{At: t0.Add(time.Duration(i) * time.Millisecond), Key: fmt.Sprint(w),
+				l.add(historyEntry{At: t0.Add(time.Duration(i) * time.Millisecond), Key: fmt.Sprint(w),
 					FailureCount: i})
 			}
 		}()
@@ -129,7 +129,7 @@ func TestBreakersHistoryEndpoint(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("/breakers/history: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	var hist []HistoryEntry
+	var hist []historyEntry
 	if err := json.Unmarshal([]byte(body), &hist); err != nil {
 		t.Fatal(err)
 	}

@@ -161,7 +161,7 @@ func redactQuery(raw string) string {
 // info when it is probed or comes back. It also keeps it in the bounded
 // history the admin listener shows (history.go).
 func (p *Proxy) logTransition(t breakerstate.Transition) {
-	p.history.add(historyEntry(t))
+	p.history.add(newHistoryEntry(t))
 	lvl := zerolog.InfoLevel
 	if t.To == breakerstate.Open {
 		lvl = zerolog.WarnLevel

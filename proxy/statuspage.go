@@ -61,7 +61,7 @@ type pageHost struct {
 
 // pageTransition is one timeline row.
 type pageTransition struct {
-	HistoryEntry
+	historyEntry
 	Time string
 	Ago  string
 }
@@ -100,7 +100,7 @@ func (p *Proxy) statusPage() pageView {
 		}
 	}
 	for _, e := range p.history.list() {
-		v.History = append(v.History, pageTransition{HistoryEntry: e, Time: e.At.UTC().Format("2006-01-02 15:04:05"),
+		v.History = append(v.History, pageTransition{historyEntry: e, Time: e.At.UTC().Format("2006-01-02 15:04:05"),
 			Ago: formatAge(now.Sub(e.At))})
 	}
 	return v

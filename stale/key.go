@@ -163,8 +163,8 @@ func (p Policy) credential(req *http.Request) (string, bool) {
 	return credentialDigest(req.Header, names), true
 }
 
-// For is Policy{Mode: mode}.For(req, format).
-func For(req *http.Request, format, mode string) (Ref, bool) {
+// forMode is Policy{Mode: mode}.For(req, format).
+func forMode(req *http.Request, format, mode string) (Ref, bool) {
 	return Policy{Mode: mode}.For(req, format)
 }
 
@@ -192,7 +192,7 @@ func (p Policy) BlobRef(digest, cred string, header http.Header) (Ref, bool) {
 
 // keyFor is For's key alone.
 func keyFor(req *http.Request, format, mode string) (key string, ok bool) {
-	ref, ok := For(req, format, mode)
+	ref, ok := forMode(req, format, mode)
 	return ref.Key, ok
 }
 

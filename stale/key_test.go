@@ -188,7 +188,7 @@ func TestFindServesACopyOnlyWhereTheModeAllows(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c, _ := newTestCache(t, Options{})
-			stored, ok := For(request(tt.storedBy), "go", tt.storedMode)
+			stored, ok := forMode(request(tt.storedBy), "go", tt.storedMode)
 			if !ok {
 				t.Fatal("storing request refused")
 			}
@@ -197,7 +197,7 @@ func TestFindServesACopyOnlyWhereTheModeAllows(t *testing.T) {
 			io.ReadAll(resp.Body)
 			resp.Body.Close()
 			c.commits.Wait()
-			asked, ok := For(request(tt.askedBy), "go", tt.askMode)
+			asked, ok := forMode(request(tt.askedBy), "go", tt.askMode)
 			if !ok {
 				if tt.want {
 					t.Fatal("asking request refused")

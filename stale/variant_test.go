@@ -60,9 +60,9 @@ func TestVariantsAreServedOnlyToMatchingRequests(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c, _ := newTestCache(t, Options{})
-			stored, _ := For(requestWith(tc.stored...), "go", modeIsolate)
+			stored, _ := forMode(requestWith(tc.stored...), "go", modeIsolate)
 			storeFor(t, c, stored, 200, tc.respHdr, "payload")
-			asked, _ := For(requestWith(tc.asked...), "go", modeIsolate)
+			asked, _ := forMode(requestWith(tc.asked...), "go", modeIsolate)
 			e, hit := c.Find(asked)
 			if hit {
 				e.Body.Close()
@@ -119,7 +119,7 @@ func TestBlobCopiesAreCheckedAgainstTheirDigest(t *testing.T) {
 // with its status; a newer 200 replaces it at once, refresh interval or not.
 func TestNegativeAnswersAreKept(t *testing.T) {
 	c, _ := newTestCache(t, Options{RefreshAfter: 30e9})
-	ref, _ := For(requestWith(), "deb", modeIsolate)
+	ref, _ := forMode(requestWith(), "deb", modeIsolate)
 	storeFor(t, c, ref, http.StatusNotFound, http.Header{"X-Repo": {"debian"}}, "not found")
 	e, hit := c.Find(ref)
 	if !hit || e.Status != http.StatusNotFound || e.Header.Get("X-Repo") != "debian" {

@@ -17,9 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// MaxWait caps how long one 429 can keep a host throttled: a registry that
+// maxWait caps how long one 429 can keep a host throttled: a registry that
 // asks for a day gets an hour, after which it is asked again.
-const MaxWait = time.Hour
+const maxWait = time.Hour
 
 // Table holds the throttled hosts by breaker key. The request path reads it
 // without a lock; marking a host is rare and may take one.
@@ -92,24 +92,24 @@ func (t *Table) Collect(ch chan<- prometheus.Metric) {
 }
 
 // Wait is how long a 429 answer asks the client to wait: its Retry-After in
-// seconds or as an HTTP date, capped at MaxWait; def when it has none (or
+// seconds or as an HTTP date, capped at maxWait; def when it has none (or
 // one that cannot be read or lies in the past).
 func Wait(h http.Header, now time.Time, def time.Duration) time.Duration {
 	v := strings.TrimSpace(h.Get("Retry-After"))
 	if v == "" {
-		return min(def, MaxWait)
+		return min(def, maxWait)
 	}
 	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
 		if secs <= 0 {
-			return min(def, MaxWait)
+			return min(def, maxWait)
 		}
-		if secs >= int64(MaxWait/time.Second) {
-			return MaxWait
+		if secs >= int64(maxWait/time.Second) {
+			return maxWait
 		}
 		return time.Duration(secs) * time.Second
 	}
 	if at, err := http.ParseTime(v); err == nil && at.After(now) {
-		return min(at.Sub(now), MaxWait)
+		return min(at.Sub(now), maxWait)
 	}
-	return min(def, MaxWait)
+	return min(def, maxWait)
 }
