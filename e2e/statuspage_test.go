@@ -71,6 +71,7 @@ const (
 	statusUp int32 = iota
 	statusFailing
 	statusHanging
+	statusLimiting // 429 with Retry-After: 600
 )
 
 func (u *statusUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -82,6 +83,9 @@ func (u *statusUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-u.hold:
 		case <-r.Context().Done():
 		}
+	case statusLimiting:
+		w.Header().Set("Retry-After", "600")
+		http.Error(w, "slow down", http.StatusTooManyRequests)
 	default:
 		fmt.Fprintln(w, "ok")
 	}
@@ -98,13 +102,15 @@ func TestStatusPageInChromium(t *testing.T) {
 	hold := make(chan struct{})
 	ups := map[string]*statusUpstream{}
 	resolve := map[string]string{}
-	for i, name := range []string{"maven-a", "maven-b", "npm", "pypi", "crates"} {
+	for i, name := range []string{"maven-a", "maven-b", "npm", "pypi", "crates", "files"} {
 		u := &statusUpstream{hold: hold}
 		ups[name] = u
 		f := newFront(t, name, "", u, nil)
 		resolve[fmt.Sprintf("%s.test:%d", name, 8081+i)] = f.addr
 	}
-	n := startNora(t, s, dir, noraOpts{resolve: resolve, formats: `[circuit_breaker]
+	n := startNora(t, s, dir, noraOpts{resolve: resolve, sidecar: `[sidecar.aliases]
+pypi = ["files.test:8086"]
+`, formats: `[circuit_breaker]
 enabled = true
 failure_threshold = 2
 reset_timeout = 60
@@ -133,11 +139,17 @@ proxy_timeout = 300
 	}
 	mavenA, mavenB := "maven:http://maven-a.test:8081/maven2", "maven:http://maven-b.test:8082/maven2"
 	npm, pypi := "npm:http://npm.test:8083", "pypi:http://pypi.test:8084/simple"
+	files := pypi + "@files.test:8086" // the file host's own breaker
 
-	// npm stays closed and healthy; maven A fails until its breaker opens
-	// (each failure served by B); pypi is forced open; cargo's probe hangs,
-	// so its breaker is half-open while the page is read.
+	// npm stays closed but asks to be left alone (429, throttled); maven A
+	// fails until its breaker opens (each failure served by B); pypi's index
+	// host is forced open while its file host's own breaker stays closed;
+	// cargo's probe hangs, so its breaker is half-open while the page is
+	// read.
 	get("http://npm.test:8083/left-pad")
+	ups["npm"].mode.Store(statusLimiting)
+	get("http://npm.test:8083/left-pad")
+	get("http://files.test:8086/packages/x.whl")
 	ups["maven-a"].mode.Store(statusFailing)
 	for range 3 {
 		get("http://maven-a.test:8081/maven2/g/a/1/a-1.jar")
@@ -160,7 +172,8 @@ proxy_timeout = 300
 	dom := chromium(t, bin, dir, "--dump-dom", n.admin+"/")
 	writeFile(t, filepath.Join(dir, "status-page.dom.html"), dom)
 	want := map[string]string{mavenA: `data-state="open" data-forced=""`, mavenB: `data-state="closed"`,
-		npm: `data-state="closed"`, pypi: `data-state="open" data-forced="open"`, "cargo": `data-state="half_open"`}
+		npm: `data-state="closed" data-forced="" data-throttled="true"`, pypi: `data-state="open" data-forced="open"`,
+		files: `data-state="closed"`, "cargo": `data-state="half_open"`}
 	for key, attrs := range want {
 		re := regexp.MustCompile(`<tr class="breaker" data-key="` + regexp.QuoteMeta(key) + `"([^>]*)>`)
 		m := re.FindStringSubmatch(dom)
@@ -170,7 +183,7 @@ proxy_timeout = 300
 	}
 	for _, frag := range []string{`id="overall" data-status="degraded"`, `data-format="maven" data-status="open"`,
 		`data-format="cargo" data-status="half_open"`, "threshold reached", "probe due", "forced open",
-		"probe in flight", `class="countdown"`,
+		"probe in flight", `class="countdown"`, "throttled, ", "files.test:8086",
 		"<td><code>" + mavenA + "</code></td><td><code>" + mavenB + "</code></td>"} {
 		if !strings.Contains(dom, frag) {
 			t.Errorf("rendered page lacks %s", frag)
@@ -188,8 +201,9 @@ proxy_timeout = 300
 	if err != nil || img.Bounds().Dx() != 1200 {
 		t.Fatalf("screenshot %s: %v %v", shot, err, img)
 	}
-	t.Logf("screenshot: %s (maven A open by threshold with its probe counting down, maven B and npm closed, "+
-		"pypi forced open, cargo half-open with its probe in flight, fallbacks A → B, the transition timeline)", shot)
-	summary("chromium --dump-dom/--screenshot", "maven A 503s, pypi forced, cargo probe hanging",
+	t.Logf("screenshot: %s (maven A open by threshold with its probe counting down, maven B closed, npm closed "+
+		"but throttled with its seconds left, pypi's index host forced open and its file host's own breaker closed, "+
+		"cargo half-open with its probe in flight, fallbacks A → B, the transition timeline)", shot)
+	summary("chromium --dump-dom/--screenshot", "maven A 503s, npm 429s, pypi forced, cargo probe hanging",
 		"every state on the page; screenshot "+shot, time.Since(start), "")
 }

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/nora-breaker/nora-breaker/answer"
 )
 
 // The status page (GET / on the admin listener) is one server-rendered HTML
@@ -119,8 +121,10 @@ func groupFormats(views []breakerView, counts pageCounts) []pageFormat {
 			formatAt[bv.Format] = fi
 			res := counts.results[bv.Format]
 			out = append(out, pageFormat{Name: bv.Format, Status: bv.State, Requests: counts.total(bv.Format),
-				Forwarded: res["forwarded"], Fallback: res["fallback"], Stale: res["stale"],
-				Synthesized: res["synthesized_503"] + res["synthesized_404"]})
+				Forwarded: res[string(answer.Forwarded)], Fallback: res[string(answer.Fallback)],
+				Stale: res[string(answer.Stale)],
+				Synthesized: res[string(answer.Synthesized503)] + res[string(answer.Synthesized404)] +
+					res[string(answer.Throttled)]})
 		}
 		f := &out[fi]
 		if severity(bv.State) > severity(f.Status) {
