@@ -265,6 +265,18 @@ func TestBadInputMatrix(t *testing.T) {
 		{"inner HTTP/1.0 with Transfer-Encoding, then both", true, http10TEThen("/maven2/x.jar", e.target), []int{400}, 5 * time.Second, true},
 		{"inner folded Transfer-Encoding, then both", true, foldedTEThen("/maven2/x.jar", e.target), []int{400}, 5 * time.Second, true},
 		{"inner HTTP/2 preface on HTTP/1.1", true, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", []int{505}, 5 * time.Second, false},
+		{"path climbing out of the upstream's base", true, "GET /maven2/../../admin HTTP/1.1\r\nHost: " + e.target +
+			"\r\n\r\n", []int{400}, 5 * time.Second, false},
+		{"encoded path climbing out", true, "GET /maven2/%2e%2e/..%2fadmin HTTP/1.1\r\nHost: " + e.target +
+			"\r\n\r\n", []int{400}, 5 * time.Second, false},
+		{"the proxy's own admin port", false, fmt.Sprintf("GET http://%s/breakers HTTP/1.1\r\nHost: %s\r\n\r\n",
+			strings.TrimPrefix(e.ix.tp.AdminURL, "http://"), strings.TrimPrefix(e.ix.tp.AdminURL, "http://")), []int{403}, 5 * time.Second, false},
+		{"the proxy's own port", false, fmt.Sprintf("GET http://%s/x HTTP/1.1\r\nHost: %s\r\n\r\n",
+			e.ix.tp.URL.Host, e.ix.tp.URL.Host), []int{403}, 5 * time.Second, false},
+		{"metadata address in NAT64 form", false, "GET http://[64:ff9b::a9fe:a9fe]/latest HTTP/1.1\r\nHost: [64:ff9b::a9fe:a9fe]\r\n\r\n",
+			[]int{403}, 5 * time.Second, false},
+		{"CONNECT inside an intercepted tunnel", true, "CONNECT other.example:443 HTTP/1.1\r\nHost: other.example:443\r\n\r\n",
+			[]int{405}, 5 * time.Second, false},
 	}
 	// Pipelined requests to the plain origin that the proxy answered
 	// before refusing the next: the origin saw those.
