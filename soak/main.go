@@ -48,7 +48,8 @@ func main() {
 	flag.StringVar(&o.toxiproxy, "toxiproxy", ".tools/toxiproxy-server", "toxiproxy server binary")
 	flag.StringVar(&o.work, "work", "soak/.work", "scratch directory")
 	flag.BoolVar(&o.stale, "stale", true, "turn the stale cache on")
-	flag.DurationVar(&o.rejectP99, "reject-p99", 5*time.Millisecond, "limit for the p99 latency of rejected requests")
+	flag.DurationVar(&o.rejectP99, "reject-p99", upstreamTimeout/20,
+		"limit for the p99 latency of rejected requests (default: a twentieth of the upstream timeout a rejection spares)")
 	flag.DurationVar(&o.think, "think", 100*time.Millisecond, "mean pause of a client between requests")
 	flag.Parse()
 	ctx, stop := signalContext()
@@ -112,6 +113,14 @@ func startProc(work, name string, args ...string) (*exec.Cmd, error) {
 }
 
 var formats = []string{"docker", "maven", "pypi", "npm"}
+
+// upstreamTimeout is the proxy_timeout every upstream gets in the soak's
+// config: the wait a rejection spares a client, and so the yardstick for how
+// fast a rejection must be. A fixed few milliseconds would measure the
+// machine's load instead of the proxy (a CPU-starved runner adds that much
+// scheduling delay on its own); a twentieth of the wait still fails a proxy
+// that lets a rejected request touch the network.
+const upstreamTimeout = time.Second
 
 // upstreamPath is the path part of a format's upstream URL.
 func upstreamPath(format string) string {
@@ -199,28 +208,28 @@ reset_timeout = 2
 [registries]
 enable = "docker,maven,pypi,npm"
 [docker]
-proxy_timeout = 1
-read_timeout = 1
+proxy_timeout = %[10]d
+read_timeout = %[10]d
 [[docker.upstreams]]
-url = %q
+url = %[1]q
 [[docker.upstreams]]
-url = %q
+url = %[2]q
 [maven]
-proxies = [%q, %q]
-proxy_timeout = 1
+proxies = [%[3]q, %[4]q]
+proxy_timeout = %[10]d
 [pypi]
-proxies = [%q, %q]
-proxy_timeout = 1
+proxies = [%[5]q, %[6]q]
+proxy_timeout = %[10]d
 [npm]
-proxies = [%q, %q]
-proxy_timeout = 1
+proxies = [%[7]q, %[8]q]
+proxy_timeout = %[10]d
 [sidecar]
 listen = "127.0.0.1:0"
 admin_listen = "127.0.0.1:0"
 dial_timeout = "1s"
 log_level = "warn"
-%s`, urls["docker"][0], urls["docker"][1], urls["maven"][0], urls["maven"][1], urls["pypi"][0], urls["pypi"][1],
-		urls["npm"][0], urls["npm"][1], staleLine)
+%[9]s`, urls["docker"][0], urls["docker"][1], urls["maven"][0], urls["maven"][1], urls["pypi"][0], urls["pypi"][1],
+		urls["npm"][0], urls["npm"][1], staleLine, int(upstreamTimeout/time.Second))
 	path := filepath.Join(o.work, "config.toml")
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		return err

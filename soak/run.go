@@ -206,7 +206,8 @@ func report(o options, e *env, st *stats, rec *recorder, ws []window, base, afte
 	if len(st.rejected) == 0 {
 		problems = append(problems, "no request was rejected: the faults did not open any breaker")
 	} else if p99 >= o.rejectP99 {
-		problems = append(problems, fmt.Sprintf("rejection p99 %v ≥ %v", p99, o.rejectP99))
+		problems = append(problems, fmt.Sprintf("rejection p99 %v ≥ %v (the upstream timeout it spares is %v)",
+			p99, o.rejectP99, upstreamTimeout))
 	}
 	bp, summary := checkBreakers(rec.all(), ws, e.primaries, e.secondary)
 	for _, l := range summary {
