@@ -11,7 +11,9 @@ import (
 // breakerCheck ties a breaker key to what its dead upstream's front counts:
 // connections when toxiproxy accepts and swallows them (the front sees the
 // connection but no request), requests when the origin behind the front is
-// gone (the front sees each request and drops it).
+// gone (the front sees each request and drops it). When toxiproxy refuses
+// connections nothing reaches the front, and the count is nora's own
+// attempts (attemptsOf).
 type breakerCheck struct {
 	n     *nora
 	key   string
@@ -24,6 +26,26 @@ func connsOf(f *front) func() int64 { return func() int64 { _, c := f.count(); r
 
 // reqsOf counts requests that reached a front.
 func reqsOf(f *front) func() int64 { return func() int64 { r, _ := f.count(); return r } }
+
+// attemptsOf counts the attempts nora made at key's upstream, those that
+// failed to connect included: what a front cannot see when toxiproxy in
+// front of it refuses connections.
+func attemptsOf(t *testing.T, n *nora, key string) func() int64 {
+	return func() int64 {
+		return int64(n.metric(t, "nora_upstream_request_duration_seconds_count", fmt.Sprintf("registry=%q", key)))
+	}
+}
+
+// triedAtMost fails when nora attempted key more often since before than
+// its breaker allows: threshold failures, then one probe per reset_timeout
+// elapsed since start.
+func triedAtMost(t *testing.T, key string, got int64, threshold int, reset time.Duration, start time.Time) {
+	t.Helper()
+	if allowed := int64(threshold) + int64(time.Since(start)/reset); got > allowed {
+		t.Errorf("nora tried %s %d times in %v while it refused connections; its breaker allows %d",
+			key, got, time.Since(start).Round(time.Millisecond), allowed)
+	}
+}
 
 // openUntil runs action (a client run that must succeed or fail on its own
 // terms) until the key's breaker reports open, at most tries times, and

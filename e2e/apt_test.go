@@ -102,17 +102,11 @@ func setupApt(t *testing.T, s suite, reset time.Duration) *aptEnv {
 	waitHTTP(t, "http://"+addr+"/debian/dists/stable/Release", 200, 20*time.Second)
 	e.fr = newFront(t, "apt-repo", "http://"+addr, nil, nil)
 	e.n = startNora(t, s, e.dir, noraOpts{
-		formats: fmt.Sprintf(`[circuit_breaker]
-enabled = true
-failure_threshold = 2
-reset_timeout = %d
-[registries]
-enable = "deb"
-[deb]
+		formats: breakerTOML(2, reset, "deb") + fmt.Sprintf(`[deb]
 proxy_timeout = 5
 [deb.proxies]
 e2e = %q
-`, int(reset.Seconds()), aptBase),
+`, aptBase),
 		resolve: map[string]string{aptHost: e.fr.addr},
 		stale:   true,
 	})

@@ -92,20 +92,14 @@ func setupDocker(t *testing.T, s suite, reset time.Duration) *dockerEnv {
 	e.tp = startToxiproxy(t, s, e.dir)
 	toxA := e.tp.proxy(t, "registry-a", e.frontA.addr)
 	e.n = startNora(t, s, e.dir, noraOpts{
-		formats: fmt.Sprintf(`[circuit_breaker]
-enabled = true
-failure_threshold = 3
-reset_timeout = %d
-[registries]
-enable = "docker"
-[docker]
+		formats: breakerTOML(3, reset, "docker") + `[docker]
 proxy_timeout = 5
 read_timeout = 5
 [[docker.upstreams]]
 url = "https://registry-a.test:5000"
 [[docker.upstreams]]
 url = "https://registry-b.test:5001"
-`, int(reset.Seconds())),
+`,
 		resolve:    map[string]string{"registry-a.test:5000": toxA, "registry-b.test:5001": e.frontB.addr},
 		upstreamCA: ca.pemPath,
 	})

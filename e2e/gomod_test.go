@@ -65,16 +65,10 @@ func setupGo(t *testing.T, s suite, reset, headerTimeout time.Duration) *goEnv {
 	e.tp = startToxiproxy(t, s, e.dir)
 	tox := e.tp.proxy(t, "goproxy-a", e.fr.addr)
 	e.n = startNora(t, s, e.dir, noraOpts{
-		formats: fmt.Sprintf(`[circuit_breaker]
-enabled = true
-failure_threshold = 2
-reset_timeout = %d
-[registries]
-enable = "go"
-[go]
+		formats: breakerTOML(2, reset, "go") + fmt.Sprintf(`[go]
 proxy = "https://goproxy-a.test"
 proxy_timeout = %d
-`, int(reset.Seconds()), int(headerTimeout.Seconds())),
+`, int(headerTimeout.Seconds())),
 		resolve:    map[string]string{"goproxy-a.test:443": tox},
 		upstreamCA: ca.pemPath,
 	})

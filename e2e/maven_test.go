@@ -94,16 +94,10 @@ func setupMaven(t *testing.T, s suite, reset time.Duration) *mavenEnv {
 	tp := startToxiproxy(t, s, e.dir)
 	toxA := tp.proxy(t, "maven-a", e.frontA.addr)
 	e.n = startNora(t, s, e.dir, noraOpts{
-		formats: fmt.Sprintf(`[circuit_breaker]
-enabled = true
-failure_threshold = 3
-reset_timeout = %d
-[registries]
-enable = "maven"
-[maven]
+		formats: breakerTOML(3, reset, "maven") + `[maven]
 proxies = ["http://maven-a.test:8082", "http://maven-b.test:8083"]
 proxy_timeout = 5
-`, int(reset.Seconds())),
+`,
 		resolve: map[string]string{"maven-a.test:8082": toxA, "maven-b.test:8083": e.frontB.addr},
 	})
 	e.settings = filepath.Join(e.dir, "settings.xml")

@@ -35,7 +35,7 @@ type nora struct {
 
 // noraOpts is what differs between scenarios' configurations.
 type noraOpts struct {
-	formats    string            // TOML for [circuit_breaker], [registries] and the format tables
+	formats    string            // TOML for [circuit_breaker], [registries] (breakerTOML) and the format tables
 	resolve    map[string]string // [sidecar.resolve]
 	upstreamCA string            // origin CA for HTTPS upstreams, or ""
 	stale      bool              // give it a stale_dir
@@ -45,6 +45,13 @@ type noraOpts struct {
 	// sidecar is more TOML for the [sidecar] table: keys first, then any of
 	// its sub-tables ([sidecar.aliases]); [sidecar.resolve] comes from resolve.
 	sidecar string
+}
+
+// breakerTOML is the start of a scenario's config: breakers on with the
+// given threshold and reset_timeout (whole seconds), and one format enabled.
+func breakerTOML(threshold int, reset time.Duration, enable string) string {
+	return fmt.Sprintf("[circuit_breaker]\nenabled = true\nfailure_threshold = %d\nreset_timeout = %d\n"+
+		"[registries]\nenable = %q\n", threshold, int(reset.Seconds()), enable)
 }
 
 // startNora makes an interception CA with `nora-breaker ca init`, writes the
@@ -170,10 +177,11 @@ type breaker struct {
 	LastFailureAgo *float64 `json:"last_failure_seconds_ago"`
 	RetryAfter     int      `json:"retry_after_seconds"`
 	Rejections     uint64   `json:"rejections"`
+	Throttled      bool     `json:"throttled"`
 }
 
-// breaker returns the admin view of one breaker key.
-func (n *nora) breaker(t *testing.T, key string) breaker {
+// breakers returns the admin view of every breaker key.
+func (n *nora) breakers(t *testing.T) []breaker {
 	t.Helper()
 	resp, err := n.c.Get(n.admin + "/breakers")
 	if err != nil {
@@ -183,18 +191,21 @@ func (n *nora) breaker(t *testing.T, key string) breaker {
 	body, _ := io.ReadAll(resp.Body)
 	var list []breaker
 	if err := json.Unmarshal(body, &list); err != nil {
-		var wrapped struct{ Breakers []breaker }
-		if err2 := json.Unmarshal(body, &wrapped); err2 != nil {
-			t.Fatalf("/breakers: %v: %s", err, body)
-		}
-		list = wrapped.Breakers
+		t.Fatalf("/breakers: %v: %s", err, body)
 	}
+	return list
+}
+
+// breaker returns the admin view of one breaker key.
+func (n *nora) breaker(t *testing.T, key string) breaker {
+	t.Helper()
+	list := n.breakers(t)
 	for _, b := range list {
 		if b.Key == key {
 			return b
 		}
 	}
-	t.Fatalf("/breakers has no key %q: %s", key, body)
+	t.Fatalf("/breakers has no key %q: %+v", key, list)
 	return breaker{}
 }
 

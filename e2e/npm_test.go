@@ -97,16 +97,10 @@ func setupNpm(t *testing.T, s suite, reset time.Duration) *npmEnv {
 	tp := startToxiproxy(t, s, e.dir)
 	tox := tp.proxy(t, "verdaccio", e.fr.addr)
 	e.n = startNora(t, s, e.dir, noraOpts{
-		formats: fmt.Sprintf(`[circuit_breaker]
-enabled = true
-failure_threshold = 2
-reset_timeout = %d
-[registries]
-enable = "npm"
-[npm]
+		formats: breakerTOML(2, reset, "npm") + `[npm]
 proxy = "http://npm-a.test:4873"
 proxy_timeout = 5
-`, int(reset.Seconds())),
+`,
 		resolve: map[string]string{"npm-a.test:4873": tox},
 		stale:   true,
 	})

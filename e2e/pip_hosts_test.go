@@ -51,16 +51,10 @@ func setupPipHosts(t *testing.T, s suite, reset, headerTimeout time.Duration) *p
 	e.tp = startToxiproxy(t, s, e.dir)
 	tox := e.tp.proxy(t, "pypi-pages", e.pages.addr)
 	e.n = startNora(t, s, e.dir, noraOpts{
-		formats: fmt.Sprintf(`[circuit_breaker]
-enabled = true
-failure_threshold = 2
-reset_timeout = %d
-[registries]
-enable = "pypi"
-[pypi]
+		formats: breakerTOML(2, reset, "pypi") + fmt.Sprintf(`[pypi]
 proxies = ["http://%s/simple"]
 proxy_timeout = %d
-`, int(reset.Seconds()), pagesHost, int(headerTimeout.Seconds())),
+`, pagesHost, int(headerTimeout.Seconds())),
 		sidecar: fmt.Sprintf("[sidecar.aliases]\n%q = [%q]\n", pagesKey, filesHost),
 		resolve: map[string]string{pagesHost: tox, filesHost: e.files.addr},
 	})

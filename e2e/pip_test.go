@@ -84,16 +84,10 @@ func setupPip(t *testing.T, s suite, reset, headerTimeout time.Duration) *pipEnv
 	e.tp = startToxiproxy(t, s, e.dir)
 	toxA := e.tp.proxy(t, "pypi-a", e.frontA.addr)
 	e.n = startNora(t, s, e.dir, noraOpts{
-		formats: fmt.Sprintf(`[circuit_breaker]
-enabled = true
-failure_threshold = 2
-reset_timeout = %d
-[registries]
-enable = "pypi"
-[pypi]
+		formats: breakerTOML(2, reset, "pypi") + fmt.Sprintf(`[pypi]
 proxies = ["http://pypi-a.test:8080/simple", "http://pypi-b.test:8081/simple"]
 proxy_timeout = %d
-`, int(reset.Seconds()), int(headerTimeout.Seconds())),
+`, int(headerTimeout.Seconds())),
 		resolve: map[string]string{"pypi-a.test:8080": toxA, "pypi-b.test:8081": e.frontB.addr},
 	})
 	e.env = cleanEnv("HOME="+e.dir, "PIP_CONFIG_FILE=/dev/null")

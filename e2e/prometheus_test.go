@@ -258,13 +258,7 @@ func TestPrometheusSeesTheOutage(t *testing.T) {
 	keyA := "maven:http://maven-a.test:8081/maven2"
 	n := startNora(t, s, dir, noraOpts{stale: true,
 		resolve: map[string]string{"maven-a.test:8081": frontA.addr, "maven-b.test:8082": frontB.addr},
-		formats: `[circuit_breaker]
-enabled = true
-failure_threshold = 3
-reset_timeout = 10
-[registries]
-enable = "maven"
-[maven]
+		formats: breakerTOML(3, 10*time.Second, "maven") + `[maven]
 proxies = ["http://maven-a.test:8081/maven2", "http://maven-b.test:8082/maven2"]
 proxy_timeout = 2
 `})

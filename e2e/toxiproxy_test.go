@@ -6,11 +6,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/nora-breaker/nora-breaker/internal/listenaddr"
 )
 
 // toxiproxy is a running toxiproxy server driven through its HTTP API.
@@ -55,17 +56,24 @@ func (tp *toxiproxy) call(t *testing.T, method, path string, body any) []byte {
 }
 
 // proxy creates a toxiproxy listener forwarding to upstream and returns its
-// address. Toxiproxy binds port 0 itself and answers with the address it
-// got, already listening.
+// address. The port is held (listenaddr.Hold) for the test's lifetime:
+// setEnabled(false) closes toxiproxy's listener, and without the hold the
+// port would be free for another process until setEnabled(true) binds it
+// again.
 func (tp *toxiproxy) proxy(t *testing.T, name, upstream string) string {
 	t.Helper()
-	body := tp.call(t, "POST", "/proxies", map[string]any{"name": name, "listen": "127.0.0.1:0", "upstream": upstream, "enabled": true})
+	hold, err := listenaddr.NewHold()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hold.Close() })
+	body := tp.call(t, "POST", "/proxies", map[string]any{"name": name, "listen": hold.Addr(), "upstream": upstream, "enabled": true})
 	var created struct{ Listen string }
 	if err := json.Unmarshal(body, &created); err != nil {
 		t.Fatalf("toxiproxy create %s: %v: %s", name, err, body)
 	}
-	if host, port, err := net.SplitHostPort(created.Listen); err != nil || host != "127.0.0.1" || port == "0" {
-		t.Fatalf("toxiproxy create %s: listens on %q, want a loopback port", name, created.Listen)
+	if created.Listen != hold.Addr() {
+		t.Fatalf("toxiproxy create %s: listens on %q, want the held %s", name, created.Listen, hold.Addr())
 	}
 	return created.Listen
 }
