@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -158,12 +157,9 @@ func (id *identities) learnToken(resp *http.Response, cred string) {
 // redirect named, anything else as any request is.
 func (c *Chain) dockerRef(p stale.Policy, req *http.Request) (stale.Ref, bool) {
 	if d := stale.BlobDigest(req.URL.Path); d != "" {
-		if cred, ok := p.CredentialOf(req); ok {
-			return p.BlobRef(d, cred, req.Header)
-		}
-		return stale.Ref{}, false
+		return p.BlobRef(d, p.CredentialOf(req), req.Header)
 	}
-	if br, ok := c.blobs.find(normalURL(req.URL), c.o.Now()); ok {
+	if br, ok := c.blobs.find(stale.NormalURL(req.URL), c.o.Now()); ok {
 		return p.BlobRef(br.digest, br.cred, req.Header)
 	}
 	return p.For(req, "docker")
@@ -179,27 +175,5 @@ func (c *Chain) noteBlobRedirect(p stale.Policy, req *http.Request, resp *http.R
 	if err != nil {
 		return
 	}
-	if cred, ok := p.CredentialOf(req); ok {
-		c.blobs.note(normalURL(loc), d, cred, c.o.Now())
-	}
-}
-
-// normalURL is u as the redirect and the download it causes both spell it:
-// lower-case scheme and host, no default port, escaped path and raw query.
-func normalURL(u *url.URL) string {
-	scheme, host, port := strings.ToLower(u.Scheme), strings.ToLower(u.Hostname()), u.Port()
-	if (scheme == "https" && port == "443") || (scheme == "http" && port == "80") {
-		port = ""
-	}
-	if strings.Contains(host, ":") {
-		host = "[" + host + "]"
-	}
-	if port != "" {
-		host += ":" + port
-	}
-	s := scheme + "://" + host + u.EscapedPath()
-	if u.RawQuery != "" {
-		s += "?" + u.RawQuery
-	}
-	return s
+	c.blobs.note(stale.NormalURL(loc), d, p.CredentialOf(req), c.o.Now())
 }

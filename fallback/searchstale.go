@@ -102,9 +102,7 @@ func (s *search) observe(u *config.Upstream, req *http.Request, resp *http.Respo
 			s.c.realms.learn(u, ch.Realm, s.r.Settings.KeyOf)
 		}
 	case isTokenRequest(req):
-		if cred, ok := s.stalePolicy().CredentialOf(req); ok {
-			s.c.tokens.learnToken(resp, cred)
-		}
+		s.c.tokens.learnToken(resp, s.stalePolicy().CredentialOf(req))
 	default:
 		s.c.noteBlobRedirect(s.stalePolicy(), req, resp)
 	}

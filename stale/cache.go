@@ -62,7 +62,7 @@ type Cache struct {
 
 	mu    sync.Mutex // guards the fields below
 	index map[string]*item
-	// writing holds the keys with a write in flight (Tee to commit).
+	// writing holds the keys with a write in flight (Store to commit).
 	writing      map[string]bool
 	maxWriters   int
 	refreshAfter time.Duration
@@ -150,36 +150,39 @@ func Open(o Options) (*Cache, error) {
 // matter, and a large error page is not worth the disk.
 const maxNegativeBody = 64 << 10
 
-// Storable reports whether resp, the answer to req, may be stored: a GET
-// answered 200, or 404/410 (a negative answer, up to 64 KiB), without
-// Cache-Control no-store, and not announced larger than its bound.
-func (c *Cache) Storable(req *http.Request, resp *http.Response) bool {
-	return c.StorableFor(Ref{}, req, resp)
-}
-
-// StorableFor is Storable for ref's request: a Ref marked AnyStatus (the
-// docker ping) keeps its 401 too.
+// StorableFor reports whether resp, the answer to req, may be stored for
+// ref: a GET answered 200, or 404/410 (a negative answer, up to 64 KiB), a
+// HEAD answered 200 when ref is a HEAD's, a 401 too when ref is marked
+// AnyStatus (the docker ping); never with Cache-Control no-store, never
+// announced larger than its bound.
 func (c *Cache) StorableFor(ref Ref, req *http.Request, resp *http.Response) bool {
 	if req == nil || resp == nil {
 		return false
 	}
-	switch {
-	case req.Method == http.MethodGet && !ref.Head:
-	case req.Method == http.MethodHead && ref.Head:
-		// Headers only: the body is empty whatever Content-Length says.
-		ok := resp.StatusCode == http.StatusOK || (ref.AnyStatus && resp.StatusCode == http.StatusUnauthorized)
-		return ok && !noStore(resp.Header) && !variesByEverything(resp.Header)
+	switch req.Method {
+	case http.MethodGet, http.MethodHead:
+		if (req.Method == http.MethodHead) != ref.Head {
+			return false
+		}
 	default:
 		return false
 	}
-	switch {
-	case resp.StatusCode == http.StatusOK:
-	case resp.StatusCode == http.StatusNotFound, resp.StatusCode == http.StatusGone,
-		ref.AnyStatus && resp.StatusCode == http.StatusUnauthorized:
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusUnauthorized:
+		if !ref.AnyStatus {
+			return false
+		}
+	case http.StatusNotFound, http.StatusGone:
+		if ref.Head {
+			return false
+		}
 	default:
 		return false
 	}
-	if resp.ContentLength > c.bodyLimit(resp.StatusCode) {
+	// A HEAD answer is headers only: its body is empty whatever
+	// Content-Length says.
+	if !ref.Head && resp.ContentLength > c.bodyLimit(resp.StatusCode) {
 		return false
 	}
 	return !noStore(resp.Header) && !variesByEverything(resp.Header)
@@ -206,21 +209,15 @@ func (c *Cache) bodyLimit(status int) int64 {
 	return min(c.maxObject, maxNegativeBody)
 }
 
-// Lookup returns the entry stored under key by a request without
-// credentials; it is Find for such a request.
-func (c *Cache) Lookup(key string) (*Entry, bool) {
-	return c.Find(Ref{Key: key, Mode: modeIsolate})
-}
-
 // Find returns the entry stored under ref's key, if ref may be served it
-// (Ref.Servable), and marks it recently used. The caller must Close the
+// (Ref.servable), and marks it recently used. The caller must Close the
 // entry's Body. A body deleted between the index read and the open
 // (eviction or replacement racing) is retried once, then a miss.
 func (c *Cache) Find(ref Ref) (*Entry, bool) {
 	for range 2 {
 		c.mu.Lock()
 		it, ok := c.index[ref.Key]
-		if !ok || !ref.Servable(it.meta.Cred) || !variantMatches(it.meta, ref.header) {
+		if !ok || !ref.servable(it.meta.Cred) || !variantMatches(it.meta, ref.header) {
 			c.mu.Unlock()
 			return nil, false
 		}

@@ -48,13 +48,47 @@ func TestStorable(t *testing.T) {
 			if tt.cacheControl != "" {
 				resp.Header.Set("Cache-Control", tt.cacheControl)
 			}
-			if got := c.Storable(req, resp); got != tt.want {
+			if got := c.StorableFor(Ref{}, req, resp); got != tt.want {
 				t.Errorf("Storable = %v, want %v", got, tt.want)
 			}
 		})
 	}
-	if c.Storable(nil, nil) {
+	if c.StorableFor(Ref{}, nil, nil) {
 		t.Error("Storable(nil, nil) = true")
+	}
+}
+
+// TestStorableForHeadAndPing covers the refs fallback builds for a docker
+// manifest HEAD (Head) and for the docker ping (AnyStatus).
+func TestStorableForHeadAndPing(t *testing.T) {
+	head, ping := Ref{Key: "k", Head: true}, Ref{Key: "k", AnyStatus: true}
+	tests := []struct {
+		name          string
+		ref           Ref
+		method        string
+		status        int
+		contentLength int64
+		want          bool
+	}{
+		{"HEAD 200 for a HEAD ref", head, http.MethodHead, 200, 10, true},
+		{"HEAD 200 announcing more than the bound: no body is kept", head, http.MethodHead, 200, 1 << 30, true},
+		{"HEAD 404 is not kept", head, http.MethodHead, 404, 0, false},
+		{"HEAD 401 for a HEAD ref", head, http.MethodHead, 401, 0, false},
+		{"GET for a HEAD ref", head, http.MethodGet, 200, 10, false},
+		{"HEAD 401 for a HEAD ping", Ref{Key: "k", Head: true, AnyStatus: true}, http.MethodHead, 401, 0, true},
+		{"GET 401 for the ping", ping, http.MethodGet, 401, 10, true},
+		{"GET 401 for the ping over the bound", ping, http.MethodGet, 401, 1 << 20, false},
+		{"GET 403 for the ping", ping, http.MethodGet, 403, 10, false},
+	}
+	c, _ := newTestCache(t, Options{MaxObjectBytes: 100})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptest.NewRequest(tt.method, "https://r.io/v2/", nil)
+			resp := &http.Response{StatusCode: tt.status, Header: http.Header{}, ContentLength: tt.contentLength}
+			if got := c.StorableFor(tt.ref, req, resp); got != tt.want {
+				t.Errorf("StorableFor = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }
 
@@ -171,14 +205,14 @@ func TestConcurrentTeeAndLookup(t *testing.T) {
 					cl = -1
 				}
 				resp := okResponse(strings.NewReader(body), cl)
-				c.Tee(key, resp)
+				tee(c, key, resp)
 				if r%5 == 4 { // some clients go away early
 					resp.Body.Read(make([]byte, 3))
 				} else if got, err := io.ReadAll(resp.Body); err != nil || string(got) != body {
 					errs <- fmt.Errorf("client read %d bytes, %v", len(got), err)
 				}
 				resp.Body.Close()
-				if e, ok := c.Lookup(key); ok {
+				if e, ok := lookup(c, key); ok {
 					got, err := io.ReadAll(e.Body)
 					e.Body.Close()
 					if err != nil || int64(len(got)) != e.Size || !oneVersion(string(got), key) {
@@ -222,7 +256,7 @@ func BenchmarkLookupHit(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		e, ok := c.Lookup("https://registry.npmjs.org/lodash")
+		e, ok := lookup(c, "https://registry.npmjs.org/lodash")
 		if !ok {
 			b.Fatal("miss")
 		}

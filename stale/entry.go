@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Entry is one stored answer, as returned by Lookup.
+// Entry is one stored answer, as returned by Find.
 type Entry struct {
 	// Status is the stored status code (200 for everything the proxy stores).
 	Status int

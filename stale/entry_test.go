@@ -15,7 +15,7 @@ func TestEntryResponse(t *testing.T) {
 	resp := okResponse(strings.NewReader("packument"), 9)
 	resp.Header.Set("Content-Type", "application/vnd.npm.install-v1+json")
 	resp.Header.Set("Age", "500")
-	c.Tee("k", resp)
+	tee(c, "k", resp)
 	io.ReadAll(resp.Body)
 	resp.Body.Close()
 	c.commits.Wait()
@@ -33,7 +33,7 @@ func TestEntryResponse(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e, ok := c.Lookup("k")
+			e, ok := lookup(c, "k")
 			if !ok {
 				t.Fatal("miss")
 			}

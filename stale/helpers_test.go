@@ -61,7 +61,7 @@ func okResponse(body io.Reader, contentLength int64) *http.Response {
 func store(t testing.TB, c *Cache, key, body string) {
 	t.Helper()
 	resp := okResponse(strings.NewReader(body), int64(len(body)))
-	c.Tee(key, resp)
+	tee(c, key, resp)
 	got, err := io.ReadAll(resp.Body)
 	if err != nil || string(got) != body {
 		t.Fatalf("client read %q, %v; want %q", got, err, body)
@@ -73,7 +73,7 @@ func store(t testing.TB, c *Cache, key, body string) {
 // lookupBody returns the stored body of key, or ok=false.
 func lookupBody(t testing.TB, c *Cache, key string) (string, bool) {
 	t.Helper()
-	e, ok := c.Lookup(key)
+	e, ok := lookup(c, key)
 	if !ok {
 		return "", false
 	}
@@ -162,3 +162,20 @@ func (r *errReader) Read(p []byte) (int, error) {
 }
 
 var errBroken = errors.New("connection reset")
+
+// lookup is Find for a request without credentials.
+func lookup(c *Cache, key string) (*Entry, bool) { return c.Find(Ref{Key: key, Mode: modeIsolate}) }
+
+// tee is Store for a request without credentials.
+func tee(c *Cache, key string, resp *http.Response) { c.Store(Ref{Key: key, Mode: modeIsolate}, resp) }
+
+// forMode is Policy{Mode: mode}.For(req, format).
+func forMode(req *http.Request, format, mode string) (Ref, bool) {
+	return Policy{Mode: mode}.For(req, format)
+}
+
+// keyFor is For's key alone.
+func keyFor(req *http.Request, format, mode string) (key string, ok bool) {
+	ref, ok := forMode(req, format, mode)
+	return ref.Key, ok
+}

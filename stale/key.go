@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 )
@@ -32,7 +33,7 @@ func DefaultCredentialHeaders() []string {
 // who asked. Cred is a digest of the request's credentials ("" when it
 // carries none); it is stored with every copy, so that a copy is only ever
 // served to a request the current mode allows it for, whatever mode it was
-// stored under (see Servable).
+// stored under (see servable).
 type Ref struct {
 	Key  string
 	Cred string
@@ -51,12 +52,12 @@ type Ref struct {
 	header http.Header
 }
 
-// Servable reports whether a copy stored by a request whose credentials had
+// servable reports whether a copy stored by a request whose credentials had
 // digest storedCred may be served to ref: under "share" always, under
 // "isolate" only to the same credentials (or to no credentials if it was
 // stored without any), under "off" only a copy stored without credentials to
 // a request without credentials.
-func (ref Ref) Servable(storedCred string) bool {
+func (ref Ref) servable(storedCred string) bool {
 	switch ref.Mode {
 	case modeShare:
 		return true
@@ -108,15 +109,9 @@ func (p Policy) For(req *http.Request, format string) (ref Ref, ok bool) {
 	if req == nil || req.URL == nil {
 		return Ref{}, false
 	}
-	mode := p.Mode
-	if mode == "" {
-		mode = modeIsolate
-	}
-	if mode != modeOff && mode != modeIsolate && mode != modeShare {
-		return Ref{}, false
-	}
-	cred, ok := p.credential(req)
-	if !ok || (mode == modeOff && cred != "") {
+	cred := p.CredentialOf(req)
+	mode, ok := p.modeFor(cred)
+	if !ok {
 		return Ref{}, false
 	}
 	var b strings.Builder
@@ -133,10 +128,7 @@ func (p Policy) For(req *http.Request, format string) (ref Ref, ok bool) {
 		b.WriteString(accept)
 	}
 	ref = Ref{Mode: mode, Cred: cred, header: req.Header}
-	if cred != "" && mode != modeShare {
-		b.WriteString("\ncred=")
-		b.WriteString(cred)
-	}
+	b.WriteString(credSuffix(mode, cred))
 	if format == "docker" {
 		ref.AnyStatus = dockerChallenged(req, cred, &b)
 	}
@@ -146,26 +138,43 @@ func (p Policy) For(req *http.Request, format string) (ref Ref, ok bool) {
 
 // CredentialOf is the digest of req's credentials as the policy sees them
 // ("" for none).
-func (p Policy) CredentialOf(req *http.Request) (string, bool) { return p.credential(req) }
-
-// credential is the digest of req's credentials ("" for none); false when
-// they cannot be keyed safely.
-func (p Policy) credential(req *http.Request) (string, bool) {
+func (p Policy) CredentialOf(req *http.Request) string {
 	if p.Credential != nil {
 		if d, ok := p.Credential(req); ok {
-			return d, true
+			return d
 		}
 	}
 	names := p.CredentialHeaders
 	if names == nil {
 		names = DefaultCredentialHeaders()
 	}
-	return credentialDigest(req.Header, names), true
+	return credentialDigest(req.Header, names)
 }
 
-// forMode is Policy{Mode: mode}.For(req, format).
-func forMode(req *http.Request, format, mode string) (Ref, bool) {
-	return Policy{Mode: mode}.For(req, format)
+// modeFor is the policy's mode ("" is isolate) for a request whose
+// credentials have digest cred; ok is false for an unknown mode, and for a
+// request with credentials under "off".
+func (p Policy) modeFor(cred string) (mode string, ok bool) {
+	mode = p.Mode
+	if mode == "" {
+		mode = modeIsolate
+	}
+	switch mode {
+	case modeIsolate, modeShare:
+		return mode, true
+	case modeOff:
+		return mode, cred == ""
+	}
+	return "", false
+}
+
+// credSuffix is what a key gets for the credentials cred under mode: their
+// digest, except under share (and for a request without any).
+func credSuffix(mode, cred string) string {
+	if cred == "" || mode == modeShare {
+		return ""
+	}
+	return "\ncred=" + cred
 }
 
 // BlobRef is the Ref a docker blob's bytes are kept under, whichever host
@@ -176,24 +185,12 @@ func (p Policy) BlobRef(digest, cred string, header http.Header) (Ref, bool) {
 	if algo != "sha256" || !validHash(hexSum) {
 		return Ref{}, false
 	}
-	mode := p.Mode
-	if mode == "" {
-		mode = modeIsolate
-	}
-	if mode != modeOff && mode != modeIsolate && mode != modeShare || (mode == modeOff && cred != "") {
+	mode, ok := p.modeFor(cred)
+	if !ok {
 		return Ref{}, false
 	}
-	key := "docker-blob:" + digest
-	if cred != "" && mode != modeShare {
-		key += "\ncred=" + cred
-	}
+	key := "docker-blob:" + digest + credSuffix(mode, cred)
 	return Ref{Key: key, Cred: cred, Mode: mode, Digest: digest, header: header}, true
-}
-
-// keyFor is For's key alone.
-func keyFor(req *http.Request, format, mode string) (key string, ok bool) {
-	ref, ok := forMode(req, format, mode)
-	return ref.Key, ok
 }
 
 // writeURL writes the URL the client addressed, without userinfo or
@@ -217,19 +214,36 @@ func writeURL(b *strings.Builder, req *http.Request) bool {
 	if host == "" {
 		return false
 	}
+	writeNormalURL(b, scheme, host, req.URL)
+	return !strings.ContainsAny(b.String(), "\r\n")
+}
+
+// NormalURL is u as cache keys spell a URL: lower-case scheme and host, no
+// default port, escaped path ("/" when empty) and raw query, no userinfo or
+// fragment. Two spellings of one URL (a redirect's Location and the request
+// it causes) give the same string.
+func NormalURL(u *url.URL) string {
+	var b strings.Builder
+	scheme := strings.ToLower(u.Scheme)
+	writeNormalURL(&b, scheme, u.Host, u)
+	return b.String()
+}
+
+// writeNormalURL writes scheme://host, host normalised, then u's escaped
+// path and raw query.
+func writeNormalURL(b *strings.Builder, scheme, host string, u *url.URL) {
 	b.WriteString(scheme)
 	b.WriteString("://")
 	b.WriteString(normalHost(scheme, host))
-	path := req.URL.EscapedPath()
+	path := u.EscapedPath()
 	if path == "" {
 		path = "/"
 	}
 	b.WriteString(path)
-	if q := req.URL.RawQuery; q != "" {
+	if q := u.RawQuery; q != "" {
 		b.WriteByte('?')
 		b.WriteString(q)
 	}
-	return !strings.ContainsAny(b.String(), "\r\n")
 }
 
 // normalHost lower-cases host and drops the port when it is the scheme's

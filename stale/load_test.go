@@ -155,7 +155,18 @@ func FuzzLoadMeta(f *testing.F) {
 	seed(validMeta(key, body, 4))
 	seed(validMeta(key, "../"+body, 5))
 	seed(validMeta("other", body, 5))
-	f.Add([]byte(`{"v":1,"key":null,"header":{"a":[null]},"stored_at":"bad"}`))
+	// Well-formed entries that a plain lookup would not return: another
+	// client's copy, a variant, a compressed body.
+	for _, mutate := range []func(*meta){
+		func(m *meta) { m.Cred = "abc" },
+		func(m *meta) { m.Header.Set("Vary", "Accept"); m.Vary = map[string]string{"Accept": "text/html"} },
+		func(m *meta) { m.Header.Set("Content-Encoding", "gzip") },
+	} {
+		m := validMeta(key, body, 5)
+		mutate(&m)
+		seed(m)
+	}
+	f.Add([]byte(`{"v":2,"key":null,"header":{"a":[null]},"stored_at":"bad"}`))
 	f.Add([]byte(`[]`))
 	f.Add([]byte{})
 	// One directory per fuzz worker process: iterations run one at a time and
@@ -170,13 +181,20 @@ func FuzzLoadMeta(f *testing.F) {
 			t.Fatalf("Open: %v", err)
 		}
 		defer c.Close()
-		e, ok := c.Lookup(key)
+		// Judged by the index, not by a lookup: Find also refuses entries
+		// that loaded fine but belong to another credential or variant.
+		c.mu.Lock()
+		it, loaded := c.index[key]
+		c.mu.Unlock()
 		_, objects := c.Stats()
 		switch {
-		case ok:
-			defer e.Body.Close()
-			if objects != 1 || e.Size != 5 || e.Status < 200 || e.Status > 599 || !exists(metaPath) {
-				t.Fatalf("loaded a bad entry: objects %d, size %d, status %d", objects, e.Size, e.Status)
+		case loaded:
+			m := it.meta
+			if objects != 1 || m.Size != 5 || m.Status < 200 || m.Status > 599 || !exists(metaPath) {
+				t.Fatalf("loaded a bad entry: objects %d, size %d, status %d", objects, m.Size, m.Status)
+			}
+			if got, err := os.ReadFile(c.bodyPath(it.hash, m.Body)); err != nil || string(got) != "hello" {
+				t.Fatalf("loaded entry's body: %q, %v", got, err)
 			}
 		case objects != 0 || exists(metaPath):
 			t.Fatalf("refused metadata was kept: objects %d, meta on disk %v", objects, exists(metaPath))

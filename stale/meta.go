@@ -46,7 +46,7 @@ type meta struct {
 	// Body is the base name of the body file in the same directory.
 	Body string `json:"body"`
 	// Cred is the credential digest of the request that stored the copy
-	// ("" when it carried none); see Ref.Servable.
+	// ("" when it carried none); see Ref.servable.
 	Cred string `json:"cred,omitempty"`
 	// HeadLength is the Content-Length a kept HEAD answer announced.
 	HeadLength int64 `json:"head_length,omitempty"`

@@ -18,23 +18,18 @@ import (
 // the client's stream pays for the cache is a copy into it.
 const teeBufferSize = 32 << 10
 
-// Tee arranges for resp's body, the answer to a request without
-// credentials, to be stored under key while the caller
-// streams it: resp.Body is replaced by a reader that copies every byte it
-// returns into a temp file. The entry is committed, in the background, only
-// after a clean EOF (or a Close once exactly ContentLength bytes were read)
-// with the announced length and within MaxObjectBytes. Anything else — a
-// Close before the end, a read error, a short or long body, a disk error —
-// drops the temp file and leaves any earlier entry of key in place. The
-// reader returns exactly what the original body returns: a cache problem is
-// logged and counted, never passed to the client. After Close, Tee does
-// nothing. Call it only for responses Storable accepted.
-func (c *Cache) Tee(key string, resp *http.Response) {
-	c.Store(Ref{Key: key, Mode: modeIsolate}, resp)
-}
-
-// Store is Tee for the request ref names: the copy records ref's
-// credentials, so that Find serves it only where ref's mode allows.
+// Store arranges for resp's body, the answer to the request ref names, to
+// be stored under ref's key while the caller streams it: resp.Body is
+// replaced by a reader that copies every byte it returns into a temp file.
+// The copy records ref's credentials, so that Find serves it only where
+// ref's mode allows. The entry is committed, in the background, only after
+// a clean EOF (or a Close once exactly ContentLength bytes were read) with
+// the announced length and within MaxObjectBytes. Anything else — a Close
+// before the end, a read error, a short or long body, a disk error — drops
+// the temp file and leaves any earlier entry of the key in place. The reader
+// returns exactly what the original body returns: a cache problem is logged
+// and counted, never passed to the client. After Close, Store does nothing.
+// Call it only for responses StorableFor accepted.
 func (c *Cache) Store(ref Ref, resp *http.Response) {
 	key := ref.Key
 	if key == "" || resp == nil || resp.Body == nil || (!ref.Head && resp.ContentLength > c.bodyLimit(resp.StatusCode)) {
@@ -121,7 +116,7 @@ type pending struct {
 	w          *bufio.Writer
 }
 
-// teeBody is the reader Tee installs.
+// teeBody is the reader Store installs.
 type teeBody struct {
 	c      *Cache
 	src    io.ReadCloser

@@ -26,7 +26,7 @@ func TestTeeCommitsCompleteBodies(t *testing.T) {
 			c, _ := newTestCache(t, Options{})
 			resp := okResponse(strings.NewReader(tt.body), tt.contentLength)
 			resp.Header.Set("Docker-Content-Digest", "sha256:ab")
-			c.Tee("k", resp)
+			tee(c, "k", resp)
 			got, err := io.ReadAll(resp.Body)
 			if err != nil || string(got) != tt.body {
 				t.Fatalf("client read %d bytes, %v", len(got), err)
@@ -34,7 +34,7 @@ func TestTeeCommitsCompleteBodies(t *testing.T) {
 			resp.Body.Close()
 			c.commits.Wait()
 
-			e, ok := c.Lookup("k")
+			e, ok := lookup(c, "k")
 			if !ok {
 				t.Fatal("complete body was not stored")
 			}
@@ -110,7 +110,7 @@ func TestTeeNeverStoresIncompleteBodies(t *testing.T) {
 			c, reg := newTestCache(t, Options{})
 			store(t, c, "k", "previous")
 			resp := okResponse(tt.src(), tt.contentLength)
-			c.Tee("k", resp)
+			tee(c, "k", resp)
 			tt.run(t, resp.Body)
 			resp.Body.Close()
 			c.commits.Wait()
@@ -143,7 +143,7 @@ func readAllExpectErr(want error) func(t *testing.T, body io.ReadCloser) {
 func TestTeeCloseAfterFullKnownLengthCommits(t *testing.T) {
 	c, _ := newTestCache(t, Options{})
 	resp := okResponse(strings.NewReader("abcdef"), 6)
-	c.Tee("k", resp)
+	tee(c, "k", resp)
 	buf := make([]byte, 6)
 	if _, err := io.ReadFull(resp.Body, buf); err != nil {
 		t.Fatal(err)
@@ -160,14 +160,14 @@ func TestTeeObjectOverMaxNotStored(t *testing.T) {
 	for _, cl := range []int64{101, -1} {
 		c, _ := newTestCache(t, Options{MaxObjectBytes: 100})
 		resp := okResponse(strings.NewReader(body), cl)
-		c.Tee("k", resp)
+		tee(c, "k", resp)
 		got, err := io.ReadAll(resp.Body)
 		if err != nil || string(got) != body {
 			t.Fatalf("content-length %d: client read %d bytes, %v", cl, len(got), err)
 		}
 		resp.Body.Close()
 		c.commits.Wait()
-		if _, ok := c.Lookup("k"); ok {
+		if _, ok := lookup(c, "k"); ok {
 			t.Errorf("content-length %d: object over MaxObjectBytes was stored", cl)
 		}
 		if files := filesIn(t, c.dir); len(files) != 0 {
@@ -180,7 +180,7 @@ func TestTeeWriteErrorNeverReachesClient(t *testing.T) {
 	c, reg := newTestCache(t, Options{})
 	body := bytes.Repeat([]byte("w"), 4*teeBufferSize)
 	resp := okResponse(bytes.NewReader(body), int64(len(body)))
-	c.Tee("k", resp)
+	tee(c, "k", resp)
 	tb := resp.Body.(*teeBody)
 	tb.f.Close() // the disk goes away under the writer
 	got, err := io.ReadAll(resp.Body)
@@ -189,7 +189,7 @@ func TestTeeWriteErrorNeverReachesClient(t *testing.T) {
 	}
 	resp.Body.Close()
 	c.commits.Wait()
-	if _, ok := c.Lookup("k"); ok {
+	if _, ok := lookup(c, "k"); ok {
 		t.Error("a body whose write failed was stored")
 	}
 	if v := metricValue(t, reg, "nora_sidecar_stale_cache_write_errors_total"); v != 1 {
@@ -208,7 +208,7 @@ func TestTeeCannotCreateFile(t *testing.T) {
 	}
 	resp := okResponse(strings.NewReader("abc"), 3)
 	orig := resp.Body
-	c.Tee("k", resp)
+	tee(c, "k", resp)
 	if resp.Body != orig {
 		t.Error("Tee wrapped the body although it cannot write")
 	}
@@ -221,12 +221,12 @@ func TestTeeAfterCloseIsNoop(t *testing.T) {
 	c, _ := newTestCache(t, Options{})
 	resp := okResponse(strings.NewReader("abc"), 3)
 	inFlight := okResponse(strings.NewReader("def"), 3)
-	c.Tee("inflight", inFlight)
+	tee(c, "inflight", inFlight)
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
 	orig := resp.Body
-	c.Tee("k", resp)
+	tee(c, "k", resp)
 	if resp.Body != orig {
 		t.Error("Tee after Close wrapped the body")
 	}
@@ -234,7 +234,7 @@ func TestTeeAfterCloseIsNoop(t *testing.T) {
 		t.Fatalf("in-flight client read %q, %v", b, err)
 	}
 	inFlight.Body.Close()
-	if _, ok := c.Lookup("inflight"); ok {
+	if _, ok := lookup(c, "inflight"); ok {
 		t.Error("a body finished after Close was committed")
 	}
 	if files := filesIn(t, c.dir); len(files) != 0 {
@@ -283,8 +283,8 @@ func TestSameKeyLastFinishedWins(t *testing.T) {
 	for i := range 10 {
 		first := okResponse(strings.NewReader("first finished"), -1)
 		last := okResponse(strings.NewReader("last finished"), -1)
-		c.Tee("k", last) // started first, finishes last
-		c.Tee("k", first)
+		tee(c, "k", last) // started first, finishes last
+		tee(c, "k", first)
 		c.commitMu.Lock()
 		for _, r := range []*http.Response{first, last} {
 			io.ReadAll(r.Body)

@@ -29,10 +29,10 @@ func TestRefreshAfterKeepsYoungCopies(t *testing.T) {
 func TestOneWriteInFlightPerKey(t *testing.T) {
 	c, _ := newTestCache(t, Options{})
 	first := okResponse(strings.NewReader("first body"), 10)
-	c.Tee("k", first)
+	tee(c, "k", first)
 	second := okResponse(strings.NewReader("second body"), 11)
 	orig := second.Body
-	c.Tee("k", second)
+	tee(c, "k", second)
 	if second.Body != orig {
 		t.Fatal("a second write of a key in flight was started")
 	}
@@ -62,7 +62,7 @@ func TestMaxWritersBound(t *testing.T) {
 	for i, key := range []string{"a", "b", "c"} {
 		resp := okResponse(strings.NewReader("body"), 4)
 		orig := resp.Body
-		c.Tee(key, resp)
+		tee(c, key, resp)
 		if tee := resp.Body != orig; tee != (i < 2) {
 			t.Fatalf("write %d (%s): tee=%v, want %v", i, key, tee, i < 2)
 		}
@@ -74,7 +74,7 @@ func TestMaxWritersBound(t *testing.T) {
 	c.commits.Wait()
 	resp := okResponse(strings.NewReader("body"), 4)
 	orig := resp.Body
-	c.Tee("c", resp)
+	tee(c, "c", resp)
 	if resp.Body == orig {
 		t.Fatal("abandoned writes did not release their slots")
 	}

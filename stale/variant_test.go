@@ -75,7 +75,7 @@ func TestVariantsAreServedOnlyToMatchingRequests(t *testing.T) {
 	t.Run("Vary: * is never kept", func(t *testing.T) {
 		c, _ := newTestCache(t, Options{})
 		req := requestWith()
-		if c.Storable(req, &http.Response{StatusCode: 200, Header: http.Header{"Vary": {"*"}}}) {
+		if c.StorableFor(Ref{}, req, &http.Response{StatusCode: 200, Header: http.Header{"Vary": {"*"}}}) {
 			t.Fatal("Vary: * storable")
 		}
 	})
