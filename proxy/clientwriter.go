@@ -35,7 +35,11 @@ func newCopyBufs() *sync.Pool {
 }
 
 // ReadFrom copies a response body to the client (goproxy's io.Copy lands
-// here) through a pooled buffer; see streamBody for when it flushes.
+// here) through a pooled buffer; see streamBody for when it flushes. When
+// the upstream breaks off, the connection is aborted as on the intercepted
+// path (writeInner): goproxy would only log the error and return, and
+// net/http would then end a chunked body cleanly, handing the client a short
+// body that looks whole (docs/behaviour.md §5.3).
 func (w *clientWriter) ReadFrom(src io.Reader) (int64, error) {
 	bp := w.bufs.Get().(*[]byte)
 	defer w.bufs.Put(bp)
@@ -43,7 +47,13 @@ func (w *clientWriter) ReadFrom(src io.Reader) (int64, error) {
 	if werr != nil {
 		return n, werr
 	}
-	return n, rerr
+	if rerr != nil {
+		if c, ok := src.(io.Closer); ok {
+			_ = c.Close() // the body's own log line and metrics
+		}
+		panic(http.ErrAbortHandler)
+	}
+	return n, nil
 }
 
 // streamBody copies src to dst through buf. It flushes only when src had
