@@ -96,10 +96,14 @@ func newTable(ups []*config.Upstream) *upstreamTable {
 func (t *upstreamTable) Classify(u *url.URL) route {
 	host := strings.ToLower(u.Hostname())
 	scheme := strings.ToLower(u.Scheme)
+	ups := t.byAuthority[origin(scheme, host, u.Port())]
+	if len(ups) == 0 {
+		_, port := hostPort(u)
+		return t.HostUpstream(host, port)
+	}
 	raw := u.EscapedPath()
 	path, climbed := resolveDots(raw, false)
 	loose, climbedLoose := resolveDots(raw, true)
-	ups := t.byAuthority[origin(scheme, host, u.Port())]
 	if !climbed && !climbedLoose {
 		for _, up := range ups {
 			base := up.URL.EscapedPath()
@@ -117,22 +121,18 @@ func (t *upstreamTable) Classify(u *url.URL) route {
 		}
 	}
 	_, port := hostPort(u)
-	return t.hostRoute(host, port)
+	return t.HostUpstream(host, port)
 }
 
-// hostRoute is the alias route of host:port, or the zero route.
-func (t *upstreamTable) hostRoute(host, port string) route {
+// HostUpstream returns the route of the first upstream (config order) that
+// claims host:port, or the zero route: the alias route of a request whose
+// URL matches no upstream, and the route of a CONNECT, where only the host
+// is visible.
+func (t *upstreamTable) HostUpstream(host, port string) route {
 	if hr, ok := t.byHost[net.JoinHostPort(strings.ToLower(host), port)]; ok {
 		return route{Upstream: hr.upstream, Alias: true, Key: hr.key}
 	}
 	return route{}
-}
-
-// HostUpstream returns the route of the first upstream (config order) that
-// claims host:port, or the zero route. Used for CONNECT, where only the host
-// is visible.
-func (t *upstreamTable) HostUpstream(host, port string) route {
-	return t.hostRoute(host, port)
 }
 
 // hostPortOf is "host:port" of one of u's hosts: its URL's port for the URL

@@ -253,3 +253,20 @@ func TestResolveDots(t *testing.T) {
 		}
 	}
 }
+
+// FuzzResolveDotsShortcut: the shortcut resolveDots takes for a path with
+// nothing to resolve gives what the full resolution gives, in both modes.
+func FuzzResolveDotsShortcut(f *testing.F) {
+	for _, s := range []string{"/maven2/org/a.jar", "/a/./b", "/a/../b", "/a/%2e%2E/b", "/a%2fb", `/a\b`, "..", ".x/y", "/a/.b", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, path string) {
+		for _, loose := range []bool{false, true} {
+			got, climbed := resolveDots(path, loose)
+			want, wantClimbed := resolveSegments(path, loose)
+			if got != want || climbed != wantClimbed {
+				t.Fatalf("resolveDots(%q, %v) = %q, %v; full resolution %q, %v", path, loose, got, climbed, want, wantClimbed)
+			}
+		}
+	})
+}

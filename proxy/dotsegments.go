@@ -14,6 +14,16 @@ import "strings"
 // segments, as some servers decode them. It reports whether the path tried
 // to climb above its root.
 func resolveDots(path string, loose bool) (resolved string, climbed bool) {
+	if !strings.ContainsAny(path, `%\`) && !strings.Contains(path, "/.") && !strings.HasPrefix(path, ".") {
+		// No segment can be a dot segment and nothing decodes to a
+		// separator: the path is its own resolution, in either mode.
+		return path, false
+	}
+	return resolveSegments(path, loose)
+}
+
+// resolveSegments is resolveDots without its shortcut.
+func resolveSegments(path string, loose bool) (resolved string, climbed bool) {
 	if loose {
 		path = replaceFold(path, "%2f", "/")
 		path = replaceFold(path, "%5c", "/")
