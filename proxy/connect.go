@@ -60,13 +60,10 @@ func (p *Proxy) onConnect(hostport string, ctx *goproxy.ProxyCtx) (action *gopro
 
 // connectRefusal returns why a CONNECT is refused, or "".
 func connectRefusal(snap *snapshot, up *config.Upstream, host, port string) string {
-	allowed := snap.hostAllowed(host, port)
-	switch {
-	case literalForbidden(host) && !allowed:
-		return "destination address is not allowed"
-	case up == nil && snap.cfg.Sidecar.DenyUnlisted && !allowed:
-		return "host is not a configured upstream"
-	case !snap.connectPorts[port]:
+	if why := destinationRefusal(snap, host, port, up != nil); why != "" {
+		return why
+	}
+	if !snap.connectPorts[port] {
 		return "CONNECT port " + port + " is not allowed"
 	}
 	return ""

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nora-breaker/nora-breaker/attempt"
-	"github.com/nora-breaker/nora-breaker/destination"
 )
 
 // dialer opens every upstream and tunnel connection. It applies the
@@ -47,8 +46,3 @@ func (d *dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 	}
 	return nd.DialContext(ctx, network, target)
 }
-
-// literalForbidden reports whether host is an IP literal, in any spelling,
-// that the destination policy refuses, so the request can be answered 403
-// before any dial.
-func literalForbidden(host string) bool { return destination.RefusedHost(host) }

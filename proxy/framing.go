@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -19,10 +20,6 @@ var errAmbiguousFraming = errors.New("request has both Content-Length and Transf
 func errFramingRead() error {
 	return &net.OpError{Op: "read", Net: "tcp", Err: errAmbiguousFraming}
 }
-
-const ambiguousFramingResponse = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n" +
-	"Content-Length: 71\r\nConnection: close\r\n\r\n" +
-	"nora-breaker: request has both Content-Length and Transfer-Encoding\r\n\r\n"
 
 // framingConn watches the bytes a client sends on the plain proxy port and
 // inside intercepted HTTP/1 tunnels, and refuses a request that carries both
@@ -77,7 +74,8 @@ func (c *framingConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 && !c.stopped && !c.hijack.Load() && !c.scan(p[:n]) {
 		c.failed = true
-		_, _ = c.Conn.Write([]byte(ambiguousFramingResponse))
+		_, _ = c.Conn.Write(rawAnswer(http.StatusBadRequest, "",
+			"nora-breaker: request has both Content-Length and Transfer-Encoding\r\n\r\n"))
 		return 0, errFramingRead()
 	}
 	return n, err

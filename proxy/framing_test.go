@@ -427,3 +427,20 @@ func TestFramingStopsAfterProtocolSwitch(t *testing.T) {
 		}
 	})
 }
+
+// TestRawAnswerIsWellFormed: the answers written straight to a connection
+// parse as HTTP, with exactly the body their Content-Length announces.
+func TestRawAnswerIsWellFormed(t *testing.T) {
+	raw := rawAnswer(http.StatusServiceUnavailable, "Retry-After: 1\r\n", "nora-breaker: too many client connections\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(raw)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || string(body) != "nora-breaker: too many client connections\r\n\r\n" {
+		t.Fatalf("body %q, %v", body, err)
+	}
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" || !resp.Close {
+		t.Fatalf("status %d, headers %v, close %v", resp.StatusCode, resp.Header, resp.Close)
+	}
+}

@@ -54,28 +54,25 @@ func (c *idleConn) apply(idleAt time.Time) {
 }
 
 // SetDeadline sets both caps.
-func (c *idleConn) SetDeadline(t time.Time) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.readCap, c.writeCap = t, t
-	c.apply(time.Unix(0, c.last.Load()).Add(c.idle))
-	return nil
-}
+func (c *idleConn) SetDeadline(t time.Time) error { return c.setCaps(true, true, t) }
 
 // SetReadDeadline sets the read cap.
-func (c *idleConn) SetReadDeadline(t time.Time) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.readCap = t
-	c.apply(time.Unix(0, c.last.Load()).Add(c.idle))
-	return nil
-}
+func (c *idleConn) SetReadDeadline(t time.Time) error { return c.setCaps(true, false, t) }
 
 // SetWriteDeadline sets the write cap.
-func (c *idleConn) SetWriteDeadline(t time.Time) error {
+func (c *idleConn) SetWriteDeadline(t time.Time) error { return c.setCaps(false, true, t) }
+
+// setCaps sets the read and/or write cap to t and applies them with the
+// idle deadline in force.
+func (c *idleConn) setCaps(read, write bool, t time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.writeCap = t
+	if read {
+		c.readCap = t
+	}
+	if write {
+		c.writeCap = t
+	}
 	c.apply(time.Unix(0, c.last.Load()).Add(c.idle))
 	return nil
 }

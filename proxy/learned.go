@@ -21,7 +21,6 @@ const (
 
 // learnedHost is one host learned from a redirect.
 type learnedHost struct {
-	hostPort string // "host:port", lower-cased
 	name     string // host as written in the breaker key: "host", or "host:port" off the default port
 	upstream string // the key of the upstream that redirected to it
 	expires  atomic.Int64
@@ -72,7 +71,7 @@ func (l *learnedHosts) learn(upstream string, target *url.URL) bool {
 	if len(next) >= maxLearned {
 		dropSoonest(next)
 	}
-	h := &learnedHost{hostPort: hp, name: name, upstream: upstream}
+	h := &learnedHost{name: name, upstream: upstream}
 	h.expires.Store(expires)
 	next[hp] = h
 	l.view.Store(&next)

@@ -6,7 +6,9 @@ package proxy
 
 import (
 	"errors"
+	"fmt"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,10 +30,6 @@ func newLimitListener(ln net.Listener, max int, idle time.Duration) *limitListen
 	return &limitListener{Listener: ln, max: int64(max), idle: idle}
 }
 
-const overloadedResponse = "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\n" +
-	"Content-Type: text/plain; charset=utf-8\r\nContent-Length: 45\r\nConnection: close\r\n\r\n" +
-	"nora-breaker: too many client connections\r\n\r\n"
-
 // Accept returns the next connection within the limit.
 func (l *limitListener) Accept() (net.Conn, error) {
 	for {
@@ -44,25 +42,31 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			go refuse(c)
 			continue
 		}
-		if l.max <= 0 {
-			l.active.Add(1)
-		}
 		stall := newStallConn(halfCloser{c}, l.idle)
 		framed := &framingConn{halfCloser: halfCloser{stall}}
 		plain := &plainOnlyConn{halfCloser: halfCloser{framed}}
+		if l.max <= 0 {
+			return plain, nil
+		}
 		return &countedConn{halfCloser: halfCloser{plain}, l: l}, nil
 	}
 }
 
 func refuse(c net.Conn) {
 	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
-	_, _ = c.Write([]byte(overloadedResponse))
+	_, _ = c.Write(rawAnswer(http.StatusServiceUnavailable, "Retry-After: 1\r\n",
+		"nora-breaker: too many client connections\r\n\r\n"))
 	_ = c.Close()
 }
 
-const tlsOnPlainPortResponse = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n" +
-	"Content-Length: 71\r\nConnection: close\r\n\r\n" +
-	"nora-breaker: this port speaks plain HTTP; use an http:// proxy URL\r\n\r\n"
+// rawAnswer is a whole HTTP/1.1 answer for a connection net/http does not
+// serve (refused before, or cut in the middle of, a request): the status,
+// any extra header lines (each ending in CRLF), a plain-text body with its
+// length counted, and Connection: close.
+func rawAnswer(status int, extra, body string) []byte {
+	return fmt.Appendf(nil, "HTTP/1.1 %d %s\r\n%sContent-Type: text/plain; charset=utf-8\r\n"+
+		"Content-Length: %d\r\nConnection: close\r\n\r\n%s", status, http.StatusText(status), extra, len(body), body)
+}
 
 // errTLSOnPlainPort ends a connection that opened with a TLS handshake.
 var errTLSOnPlainPort = errors.New("TLS handshake on the plain HTTP proxy port")
@@ -80,7 +84,8 @@ func (c *plainOnlyConn) Read(p []byte) (int, error) {
 	if !c.checked && n > 0 {
 		c.checked = true
 		if p[0] == tlsRecordHandshake {
-			_, _ = c.Conn.Write([]byte(tlsOnPlainPortResponse))
+			_, _ = c.Conn.Write(rawAnswer(http.StatusBadRequest, "",
+				"nora-breaker: this port speaks plain HTTP; use an http:// proxy URL\r\n\r\n"))
 			// As a read error net/http closes without a 400 of its own.
 			return 0, &net.OpError{Op: "read", Net: "tcp", Err: errTLSOnPlainPort}
 		}

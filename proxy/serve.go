@@ -67,20 +67,17 @@ func (p *Proxy) serve(req *http.Request, cs *connectState, snap *snapshot, rec *
 			"request Host does not match the CONNECT target"))
 	}
 	host, port := hostPort(req.URL)
-	if literalForbidden(host) && !snap.hostAllowed(host, port) {
-		return rec.deny(answer.Refused(req, http.StatusForbidden, "destination address is not allowed"))
-	}
 	m := p.routeOf(snap, req.URL)
 	rec.route = m
+	if why := destinationRefusal(snap, host, port, m.Classified()); why != "" {
+		return rec.deny(answer.Refused(req, http.StatusForbidden, why))
+	}
 	if m.ClimbsOut {
 		rec.result = answer.BadRequest
 		return answer.Refused(req, http.StatusBadRequest, "the path climbs out of the upstream's base path")
 	}
 	prepareOutbound(req)
 	if !m.Classified() {
-		if snap.cfg.Sidecar.DenyUnlisted && !snap.hostAllowed(host, port) {
-			return rec.deny(answer.Refused(req, http.StatusForbidden, "host is not a configured upstream"))
-		}
 		return p.forwardUnclassified(req, snap, rec)
 	}
 	res := p.chain.Serve(fallback.Request{Client: req, Addressed: m.Upstream, HostKey: m.Key, Rel: m.Rel,
