@@ -148,20 +148,6 @@ func (h *innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// the proxy dial on its behalf.
 		return
 	}
-	if r.Method == "PRI" && r.URL.Path == "*" {
-		// HTTP/2's connection preface on a connection that negotiated
-		// HTTP/1.1 (or none): net/http hands it to the handler as a
-		// request, and forwarding it would turn it into "PRI * HTTP/1.1".
-		// HTTP/2 inside a tunnel is offered through ALPN only.
-		http.Error(w, "nora-breaker: HTTP/2 here needs ALPN h2, not prior knowledge", http.StatusHTTPVersionNotSupported)
-		return
-	}
-	if r.Method == http.MethodConnect {
-		// A tunnel inside the tunnel would be a way past every check made
-		// on the outer CONNECT.
-		http.Error(w, "nora-breaker: CONNECT inside an intercepted tunnel is not allowed", http.StatusMethodNotAllowed)
-		return
-	}
 	r.URL.Scheme = h.scheme
 	if r.URL.Host == "" {
 		r.URL.Host = r.Host

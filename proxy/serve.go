@@ -58,6 +58,11 @@ func (p *Proxy) serve(req *http.Request, cs *connectState, snap *snapshot, rec *
 	if hook := p.testHook.Load(); hook != nil {
 		(*hook)(req)
 	}
+	if cs != nil {
+		if status, why := refusedInTunnel(req); status != 0 {
+			return rec.deny(answer.Refused(req, status, why))
+		}
+	}
 	if looped(req.Header) {
 		return rec.deny(answer.Refused(req, http.StatusLoopDetected,
 			"request loop detected (Via already contains nora-breaker)"))
@@ -84,6 +89,24 @@ func (p *Proxy) serve(req *http.Request, cs *connectState, snap *snapshot, rec *
 		Candidates: snap.table.Candidates(m), Settings: p.fallbackSettings(snap)})
 	rec.apply(res)
 	return res.Resp
+}
+
+// refusedInTunnel is the status and reason a request inside an intercepted
+// tunnel is refused with before anything else is looked at, or 0.
+func refusedInTunnel(req *http.Request) (int, string) {
+	switch {
+	case req.Method == "PRI" && req.URL.Path == "*":
+		// HTTP/2's connection preface on a connection that negotiated
+		// HTTP/1.1 (or none): net/http hands it to the handler as a
+		// request, and forwarding it would turn it into "PRI * HTTP/1.1".
+		// HTTP/2 inside a tunnel is offered through ALPN only.
+		return http.StatusHTTPVersionNotSupported, "HTTP/2 here needs ALPN h2, not prior knowledge"
+	case req.Method == http.MethodConnect:
+		// A tunnel inside the tunnel would be a way past every check made
+		// on the outer CONNECT.
+		return http.StatusMethodNotAllowed, "CONNECT inside an intercepted tunnel is not allowed"
+	}
+	return 0, ""
 }
 
 // forwardUnclassified passes a request for a host that is no upstream
