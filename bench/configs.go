@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // keyFastFail is the breaker key forced open for the fast-fail figure: go has
@@ -52,7 +53,7 @@ proxy = "http://%[1]s/goproxy"
 
 [npm]
 proxy = "http://%[2]s"
-proxy_timeout = 1
+proxy_timeout = %[9]d
 
 [cargo]
 proxy = "https://%[3]s:%[4]d"
@@ -66,7 +67,8 @@ upstream_ca = %[7]q
 max_connections = 8000
 log_level = %[8]q
 log_format = "json"
-`, up, loop(e.upHole), benchDomain, e.upHTTPS, e.caCert, e.caKey, e.upCertPath, e.opts.logLevel)
+`, up, loop(e.upHole), benchDomain, e.upHTTPS, e.caCert, e.caKey, e.upCertPath, e.opts.logLevel,
+		int(outageTimeout/time.Second))
 	b.WriteString(n.extra.sidecar)
 	hosts := make([]string, aliases)
 	for i := range hosts {

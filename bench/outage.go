@@ -9,9 +9,14 @@ import (
 	"time"
 )
 
+// outageTimeout is how long a direct client waits before it gives up, and
+// the npm upstream's proxy_timeout in the proxy's config (configs.go): the
+// same bound on both sides of the comparison.
+const outageTimeout = time.Second
+
 // outageCost: N requests over 16 connections to an upstream that accepts
-// and never answers. Direct clients give up after 1 s (the same bound as the
-// proxy's proxy_timeout = 1); through nora-breaker the in-flight requests
+// and never answers. Direct clients give up after outageTimeout (the proxy's
+// proxy_timeout too); through nora-breaker the in-flight requests
 // time out once, the breaker opens, and the rest are answered at once.
 // Every proxy round uses a fresh nora-breaker so its breaker starts closed.
 // The first round's requests, and the proxy's breaker transitions, are
@@ -24,7 +29,7 @@ func outageCost(e *env, rep *report) error {
 	for r := range e.opts.outageRounds {
 		for _, via := range []string{"direct", "nora-breaker"} {
 			var n *nora
-			o := clientOpts{conns: conns, timeout: time.Second}
+			o := clientOpts{conns: conns, timeout: outageTimeout}
 			if via == "nora-breaker" {
 				var err error
 				if n, err = e.startNora(fmt.Sprintf("outage-%d", r), 0); err != nil {
@@ -60,7 +65,7 @@ func outageCost(e *env, rep *report) error {
 				via, r+1, res.requests, res.elapsed.Round(time.Millisecond), after-before)
 		}
 	}
-	if err := e.drawOutage(traces["direct"], traces["nora-breaker"], marks, time.Second); err != nil {
+	if err := e.drawOutage(traces["direct"], traces["nora-breaker"], marks, outageTimeout); err != nil {
 		return err
 	}
 	sec := fmt.Sprintf("outage cost (%d req, 16 conns, black hole)", e.opts.outageRequests)

@@ -46,9 +46,6 @@ func TestDrawOutageWritesAnSVG(t *testing.T) {
 			t.Errorf("SVG lacks %q", want)
 		}
 	}
-	if out := os.Getenv("OUTAGE_SVG_OUT"); out != "" {
-		_ = os.WriteFile(out, b, 0o644)
-	}
 }
 
 func TestTraceSpan(t *testing.T) {

@@ -96,9 +96,8 @@ func setupApt(t *testing.T, s suite, reset time.Duration) *aptEnv {
 	e := &aptEnv{dir: scenarioDir(t, s)}
 	root := filepath.Join(e.dir, "repo")
 	e.deb = buildAptRepo(t, e.dir, root)
-	e.origin = startProc(t, e.dir, "apt-repo", cleanEnv(), "python3", "-m", "http.server", "--protocol", "HTTP/1.1",
-		"--bind", "127.0.0.1", "--directory", root, "0")
-	addr := e.origin.listening(t, 20*time.Second)
+	addr, origin := serveDir(t, e.dir, "apt-repo", root)
+	e.origin = origin
 	waitHTTP(t, "http://"+addr+"/debian/dists/stable/Release", 200, 20*time.Second)
 	e.fr = newFront(t, "apt-repo", "http://"+addr, nil, nil)
 	e.n = startNora(t, s, e.dir, noraOpts{
@@ -212,7 +211,7 @@ func TestApt(t *testing.T) {
 		t.Fatal("the deb breaker did not open while the repository was down")
 	}
 	if n := e.n.metric(t, "nora_sidecar_stale_served_total", `registry="deb"`); n < 3 {
-		t.Fatalf("%v stale copies served during the outage, want InRelease (404), Release, Packages and the .deb", n)
+		t.Fatalf("%v stale copies served during the outage, want at least 3 of InRelease (404), Release, Packages and the .deb", n)
 	}
 	curl := runClient(t, e.dir, cleanEnv(), 30*time.Second, "curl", "-sS", "-D", "-", "-o", "/dev/null", "--noproxy", "",
 		"-x", e.n.proxyURL, aptBase+"/dists/stable/InRelease")

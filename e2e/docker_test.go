@@ -3,8 +3,6 @@
 package e2e
 
 import (
-	"archive/tar"
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -46,20 +44,6 @@ http:
 	return addr
 }
 
-// layerTar is a one-file layer for the test image.
-func layerTar(t *testing.T, path string) {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	body := []byte("hello from the nora-breaker e2e image\n")
-	if err := tw.WriteHeader(&tar.Header{Name: "hello.txt", Mode: 0o644, Size: int64(len(body)), ModTime: time.Unix(0, 0)}); err != nil {
-		t.Fatal(err)
-	}
-	tw.Write(body)
-	tw.Close()
-	writeFile(t, path, buf.String())
-}
-
 // dockerEnv is the docker scenario: two registries with the same image,
 // A behind toxiproxy, both behind counting fronts, nora-breaker in front.
 type dockerEnv struct {
@@ -81,7 +65,7 @@ func setupDocker(t *testing.T, s suite, reset time.Duration) *dockerEnv {
 	regA := startDockerRegistry(t, e.dir, "registry-a")
 	regB := startDockerRegistry(t, e.dir, "registry-b")
 	plain := cleanEnv("HOME=" + e.dir)
-	layerTar(t, filepath.Join(e.dir, "layer.tar"))
+	fileLayer(t, filepath.Join(e.dir, "layer.tar"), helloFile, helloBody)
 	pushImage(t, e.dir, e.crane, plain, "layer.tar", regA+"/e2e/hello:1")
 	mustRun(t, e.dir, plain, time.Minute, e.crane, "copy", "--insecure", regA+"/e2e/hello:1", regB+"/e2e/hello:1")
 	e.digest = registryDigest(t, e.dir, e.crane, plain, regA+"/e2e/hello:1")

@@ -76,7 +76,7 @@ func setupHub(t *testing.T, s suite) *hubEnv {
 	hubReg := startDockerRegistry(t, e.dir, "hub-registry")
 	mirrorReg := startDockerRegistry(t, e.dir, "mirror-registry")
 	plain := cleanEnv("HOME=" + e.dir)
-	layerTar(t, filepath.Join(e.dir, "layer.tar"))
+	fileLayer(t, filepath.Join(e.dir, "layer.tar"), helloFile, helloBody)
 	pushImage(t, e.dir, e.crane, plain, "layer.tar", hubReg+"/library/hello:1")
 	fileLayer(t, filepath.Join(e.dir, "private.tar"), "private.txt", "alice's private layer\n")
 	pushImage(t, e.dir, e.crane, plain, "private.tar", hubReg+"/e2e/private:1")
@@ -125,6 +125,10 @@ func setupHub(t *testing.T, s suite) *hubEnv {
 		// a registry token.
 		if n := e.cdn.Unexpected.Load() + e.storage.Unexpected.Load(); n != 0 {
 			t.Errorf("the storage hosts were sent Authorization %d times", n)
+		}
+		// Nor a signed URL other than as the registry signed it.
+		if n := e.cdn.badSignature.Load() + e.storage.badSignature.Load(); n != 0 {
+			t.Errorf("the storage hosts were sent %d URLs with a signature they never made", n)
 		}
 	})
 	return e

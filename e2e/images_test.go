@@ -53,6 +53,12 @@ func ociLayoutDigest(t *testing.T, layout string) string {
 	return idx.Manifests[0].Digest
 }
 
+// helloFile and helloBody are the one file of the test image's layer.
+const (
+	helloFile = "hello.txt"
+	helloBody = "hello from the nora-breaker e2e image\n"
+)
+
 // fileLayer writes a layer tarball holding one file.
 func fileLayer(t *testing.T, path, name, body string) {
 	t.Helper()

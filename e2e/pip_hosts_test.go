@@ -3,8 +3,6 @@
 package e2e
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -38,13 +36,8 @@ func setupPipHosts(t *testing.T, s suite, reset, headerTimeout time.Duration) *p
 	e := &pipHostsEnv{pipEnv: pipEnv{dir: scenarioDir(t, s)}}
 	wheel := buildWheel(t)
 	root := filepath.Join(e.dir, "index")
-	sum := sha256.Sum256(wheel)
-	writeFile(t, filepath.Join(root, "packages", wheelName), string(wheel))
-	writeFile(t, filepath.Join(root, "simple", "e2e-hello", "index.html"), fmt.Sprintf(
-		"<!DOCTYPE html>\n<html><body>\n<a href=\"http://%s/packages/%s#sha256=%s\">%s</a>\n</body></html>\n",
-		filesHost, wheelName, hex.EncodeToString(sum[:]), wheelName))
-	origin := startProc(t, e.dir, "pypi-index", cleanEnv(), "python3", "-m", "http.server", "--protocol", "HTTP/1.1",
-		"--bind", "127.0.0.1", "--directory", root, "0").listening(t, 20*time.Second)
+	writePyIndex(t, root, "http://"+filesHost+"/", wheel)
+	origin, _ := serveDir(t, e.dir, "pypi-index", root)
 	waitHTTP(t, "http://"+origin+"/simple/e2e-hello/", 200, 20*time.Second)
 	e.pages = newFront(t, "pypi-pages", "http://"+origin, nil, nil)
 	e.files = newFront(t, "pypi-files", "http://"+origin, nil, nil)

@@ -48,18 +48,24 @@ func buildWheel(t *testing.T) []byte {
 	return buf.Bytes()
 }
 
-// startPyIndex lays out a PEP 503 index in dir/name and serves it with
-// python3 -m http.server on a port it picks itself; it returns the address.
-func startPyIndex(t *testing.T, dir, name string, wheel []byte) string {
+// writePyIndex lays out a PEP 503 index of the one wheel in root; its link
+// to the wheel is linkBase + "packages/<wheel>#sha256=…".
+func writePyIndex(t *testing.T, root, linkBase string, wheel []byte) {
 	t.Helper()
-	root := filepath.Join(dir, name)
 	sum := sha256.Sum256(wheel)
 	writeFile(t, filepath.Join(root, "packages", wheelName), string(wheel))
 	writeFile(t, filepath.Join(root, "simple", "e2e-hello", "index.html"), fmt.Sprintf(
-		"<!DOCTYPE html>\n<html><body>\n<a href=\"../../packages/%s#sha256=%s\">%s</a>\n</body></html>\n",
-		wheelName, hex.EncodeToString(sum[:]), wheelName))
-	addr := startProc(t, dir, name, cleanEnv(), "python3", "-m", "http.server", "--protocol", "HTTP/1.1",
-		"--bind", "127.0.0.1", "--directory", root, "0").listening(t, 20*time.Second)
+		"<!DOCTYPE html>\n<html><body>\n<a href=\"%spackages/%s#sha256=%s\">%s</a>\n</body></html>\n",
+		linkBase, wheelName, hex.EncodeToString(sum[:]), wheelName))
+}
+
+// startPyIndex lays out a PEP 503 index in dir/name, with a relative link
+// to the wheel, and serves it (serveDir); it returns the address.
+func startPyIndex(t *testing.T, dir, name string, wheel []byte) string {
+	t.Helper()
+	root := filepath.Join(dir, name)
+	writePyIndex(t, root, "../../", wheel)
+	addr, _ := serveDir(t, dir, name, root)
 	waitHTTP(t, "http://"+addr+"/simple/e2e-hello/", 200, 20*time.Second)
 	return addr
 }

@@ -70,7 +70,7 @@ type tokenRealm struct {
 	mu     sync.Mutex
 	grants map[string]tokenGrant
 
-	anonymous, withCredentials, refused atomic.Int64
+	anonymous, withCredentials atomic.Int64
 }
 
 func newTokenRealm(users map[string]string) *tokenRealm {
@@ -150,7 +150,6 @@ func (r *tokenRealm) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 }
 
 func (r *tokenRealm) refuse(w http.ResponseWriter, status int, why string) {
-	r.refused.Add(1)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(map[string]string{"details": why})

@@ -24,9 +24,13 @@ apt_install() {
   printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null
   $sudo chmod 755 "$policy"
   local rc=0
-  retry 900 $sudo apt-get -o DPkg::Lock::Timeout=600 update -q &&
-    DEBIAN_FRONTEND=noninteractive retry 900 $sudo apt-get -o DPkg::Lock::Timeout=600 \
-      install -y -q --no-install-recommends "$@" || rc=$?
+  # One test run installs from several scripts; the package lists are
+  # fetched again only when no update in the last hour refreshed them.
+  if [ -z "$(find /var/lib/apt/lists /var/lib/apt/lists/partial -maxdepth 0 -mmin -60 2>/dev/null)" ]; then
+    retry 900 $sudo apt-get -o DPkg::Lock::Timeout=600 update -q || rc=$?
+  fi
+  [ $rc = 0 ] && { DEBIAN_FRONTEND=noninteractive retry 900 $sudo apt-get -o DPkg::Lock::Timeout=600 \
+      install -y -q --no-install-recommends "$@" || rc=$?; }
   if [ -n "$saved" ]; then $sudo mv "$saved" "$policy"; else $sudo rm -f "$policy"; fi
   return $rc
 }

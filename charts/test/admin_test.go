@@ -55,7 +55,7 @@ func TestAdminLockedDownByDefault(t *testing.T) {
 			checkTokenEnv(t, side, adminTokenSecret, "token")
 			for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
 				if c.Name != sidecarName {
-					if hasEnv(&c, "NORA_SIDECAR_ADMIN_TOKEN") {
+					if _, ok := envValue(&c, "NORA_SIDECAR_ADMIN_TOKEN"); ok {
 						t.Errorf("container %s gets the admin token", c.Name)
 					}
 				}
@@ -91,7 +91,7 @@ func TestAdminTokenChoices(t *testing.T) {
 		if _, ok := r.Secrets[adminTokenSecret]; ok {
 			t.Fatal("a token Secret although the token is off")
 		}
-		if hasEnv(&r.theDeployment(t).Spec.Template.Spec.Containers[0], "NORA_SIDECAR_ADMIN_TOKEN") {
+		if _, ok := envValue(&r.theDeployment(t).Spec.Template.Spec.Containers[0], "NORA_SIDECAR_ADMIN_TOKEN"); ok {
 			t.Fatal("NORA_SIDECAR_ADMIN_TOKEN set although the token is off")
 		}
 	})
@@ -207,15 +207,6 @@ func checkTokenEnv(t *testing.T, c *corev1.Container, secret, key string) {
 		return
 	}
 	t.Fatalf("container %s has no NORA_SIDECAR_ADMIN_TOKEN", c.Name)
-}
-
-func hasEnv(c *corev1.Container, name string) bool {
-	for _, e := range c.Env {
-		if e.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 // checkAdminAPI serves the admin API of a proxy built from the rendered
