@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/nora-breaker/nora-breaker/breakerstate"
+	"github.com/nora-breaker/nora-breaker/internal/adminapi"
 )
 
 // AdminHandler serves the admin listener (docs/behaviour.md §7). It is never mounted on
@@ -27,30 +28,9 @@ func (p *Proxy) AdminHandler() http.Handler {
 	return p.requireAdminToken(mux)
 }
 
-// breakerView is one entry of GET /breakers.
-type breakerView struct {
-	Key                string   `json:"key"`
-	Format             string   `json:"format"`
-	State              string   `json:"state"`
-	FailureCount       int      `json:"failure_count"`
-	Threshold          int      `json:"threshold"`
-	ThresholdSource    string   `json:"threshold_source"`
-	ResetTimeout       float64  `json:"reset_timeout_seconds"`
-	ResetTimeoutSource string   `json:"reset_timeout_source"`
-	LastFailureAgo     *float64 `json:"last_failure_seconds_ago"`
-	RetryAfter         int      `json:"retry_after_seconds"`
-	Rejections         uint64   `json:"rejections"`
-	Forced             string   `json:"forced"`
-	// Host is the host whose requests this breaker admits; Upstream is the
-	// breaker key of the upstream that host belongs to (equal to Key for the
-	// upstream's URL host, docs/behaviour.md §3.1).
-	Host     string `json:"host"`
-	Upstream string `json:"upstream"`
-	// Throttled is true while the host is skipped after a 429, for
-	// ThrottledSeconds more seconds (docs/behaviour.md §5.6); it is not a breaker state.
-	Throttled        bool `json:"throttled"`
-	ThrottledSeconds int  `json:"throttled_seconds"`
-}
+// breakerView is one entry of GET /breakers; its wire form, shared with the
+// status command, is adminapi.Breaker.
+type breakerView = adminapi.Breaker
 
 func (p *Proxy) views() []breakerView {
 	now := p.now()
