@@ -162,14 +162,10 @@ func TestGroupFormatsPerUpstream(t *testing.T) {
 }
 
 func TestStatusPageRendersThrottledHosts(t *testing.T) {
-	tmpl, err := parseStatusPage()
-	if err != nil {
-		t.Fatal(err)
-	}
 	views := []breakerView{{Key: "cargo@index.crates.io", Format: "cargo", State: "closed", Upstream: "cargo",
 		Host: "index.crates.io", Throttled: true, ThrottledSeconds: 42, Threshold: 5}}
 	var b strings.Builder
-	if err := tmpl.Execute(&b, pageView{Status: "healthy", Formats: groupFormats(views, pageCounts{})}); err != nil {
+	if err := statusPageTemplate.Execute(&b, pageView{Status: "healthy", Formats: groupFormats(views, pageCounts{})}); err != nil {
 		t.Fatal(err)
 	}
 	row := breakerRow(t, b.String(), "cargo@index.crates.io")
