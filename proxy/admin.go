@@ -69,6 +69,35 @@ func (p *Proxy) handleBreakers(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, p.views())
 }
 
+// summary is what /health and the status page say about the breakers as a
+// whole.
+type summary struct {
+	// status is "degraded" while any breaker is not closed (a disabled set
+	// has none), else "healthy".
+	status string
+	// circuitBreaker is "enabled" or "disabled".
+	circuitBreaker string
+	// worst maps each format to the worst state of its breakers.
+	worst map[string]string
+}
+
+// summarize sums views up; enabled is whether the breaker set is.
+func summarize(views []breakerView, enabled bool) summary {
+	s := summary{status: "healthy", circuitBreaker: "enabled", worst: make(map[string]string)}
+	if !enabled {
+		s.circuitBreaker = "disabled"
+	}
+	for _, v := range views {
+		if w, ok := s.worst[v.Format]; !ok || severity(v.State) > severity(w) {
+			s.worst[v.Format] = v.State
+		}
+		if v.State != "closed" && v.State != "disabled" {
+			s.status = "degraded"
+		}
+	}
+	return s
+}
+
 // severity orders breaker states for "worst of" (open > half_open > closed).
 func severity(state string) int {
 	switch state {
@@ -99,39 +128,27 @@ type healthFormat struct {
 }
 
 func (p *Proxy) handleHealth(w http.ResponseWriter, _ *http.Request) {
-	enabled := p.breakers.Enabled()
+	views := p.views()
+	sum := summarize(views, p.breakers.Enabled())
 	formats := make(map[string]*healthFormat)
-	degraded := false
-	for _, v := range p.views() {
+	for _, v := range views {
 		f := formats[v.Format]
 		if f == nil {
-			f = &healthFormat{Status: v.State, Breakers: make(map[string]healthBreaker)}
+			f = &healthFormat{Status: sum.worst[v.Format], Breakers: make(map[string]healthBreaker)}
 			formats[v.Format] = f
 		}
 		f.Breakers[v.Key] = healthBreaker{Status: v.State, FailureCount: v.FailureCount,
 			Throttled: v.Throttled, ThrottledSeconds: v.ThrottledSeconds,
 			LastFailureAgo: v.LastFailureAgo, RetryAfter: v.RetryAfter}
-		if severity(v.State) > severity(f.Status) {
-			f.Status = v.State
-		}
 		f.FailureCount += v.FailureCount
 		if v.LastFailureAgo != nil && (f.LastFailureAgo == nil || *v.LastFailureAgo < *f.LastFailureAgo) {
 			f.LastFailureAgo = v.LastFailureAgo
 		}
-		if enabled && v.State != "closed" {
-			degraded = true
-		}
-	}
-	status, cb := "healthy", "enabled"
-	if degraded {
-		status = "degraded"
-	}
-	if !enabled {
-		cb = "disabled"
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"status": status, "version": p.deps.Version, "circuit_breaker": cb, "shared_state": p.sharedStatus(),
-		"uptime_seconds": math.Floor(p.now().Sub(p.started).Seconds()), "upstreams": formats,
+		"status": sum.status, "version": p.deps.Version, "circuit_breaker": sum.circuitBreaker,
+		"shared_state": p.sharedStatus(), "uptime_seconds": math.Floor(p.now().Sub(p.started).Seconds()),
+		"upstreams": formats,
 	})
 }
 
