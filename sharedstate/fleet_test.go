@@ -53,16 +53,25 @@ func TestProcessFleetLearnsOnceProbesOnceRecoversTogether(t *testing.T) {
 	t.Logf("open seen by every process %v after the last failure", time.Since(lastFailure).Round(time.Millisecond))
 	// Until reset_timeout has passed since the last failure nothing may
 	// reach the upstream; a request sent later is rightly a probe, which a
-	// busy machine can get to before the ten are through.
+	// busy machine can get to before the ten are through. Each process must
+	// answer at least one request before then, or nothing was checked.
+	due := lastFailure.Add(procReset - 50*time.Millisecond)
 	for i, p := range fleet[1:] {
+		checked := 0
 		for range 10 {
 			a := p.get(i + 1)
-			if a.at.After(lastFailure.Add(procReset - 50*time.Millisecond)) {
+			if a.at.After(due) {
 				break
 			}
 			if a.err != nil || !a.rejected {
 				t.Fatalf("%s: status %d, err %v; want the proxy's own 503", p.name, a.status, a.err)
 			}
+			checked++
+		}
+		if checked == 0 {
+			t.Fatalf("%s: no request sent within reset_timeout (%v) of the last failure (now %v after it): "+
+				"nothing checked that it obeys the open it heard of", p.name, procReset,
+				time.Since(lastFailure).Round(time.Millisecond))
 		}
 	}
 	if got := u.count(); got > procThreshold+1 {
