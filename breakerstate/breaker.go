@@ -43,7 +43,7 @@ type breaker struct {
 	// fast mirrors, for lock-free reads, whether the healthy path may skip
 	// the lock: a Closed breaker admits everyone and a success on a clean
 	// breaker changes nothing, so neither needs to serialise with other
-	// requests. It is stored under mu (by unlock) after every change, so a
+	// requests. It is stored under mu (by write) after every change, so a
 	// reader sees either the state before a change or the state after it.
 	fast atomic.Uint32
 
@@ -198,29 +198,37 @@ func (b *breaker) admit() (Ticket, pending, error) {
 		return Ticket{b: b, kind: kindAdmitted}, pending{}, nil
 	}
 	now := b.set.now()
+	// Without the fleet's lease another process probes for everyone: refuse
+	// (Retry-After 1s) until its outcome arrives.
+	if b.probeNotDue(now) || b.gatedOut() {
+		b.reject()
+		return Ticket{}, pending{}, ErrOpen
+	}
 	var p pending
-	switch b.state {
-	case Open:
-		// Without the fleet's lease another process probes for everyone:
-		// stay Open (Retry-After 1s) until its outcome arrives.
-		if now.Sub(b.lastFailure) < b.cfg.ResetTimeout || b.gatedOut() {
-			b.reject()
-			return Ticket{}, pending{}, ErrOpen
-		}
+	if b.state == Open {
 		p = b.setState(HalfOpen, now)
-	case HalfOpen:
-		// A probe outstanding longer than reset_timeout is presumed lost
-		// (its client hung or its report was dropped); without this rule a
-		// lost probe would keep the breaker half-open forever.
-		if b.probeOut && now.Sub(b.probeAt) <= b.cfg.ResetTimeout || b.gatedOut() {
-			b.reject()
-			return Ticket{}, pending{}, ErrOpen
-		}
 	}
 	b.gen++
 	b.probeOut = true
 	b.probeAt = now
 	return Ticket{b: b, gen: b.gen, kind: kindProbe}, p, nil
+}
+
+// probeNotDue reports whether the state machine itself refuses a request
+// now: Open with reset_timeout not yet passed since the last failure, or
+// HalfOpen with its probe out. A probe outstanding longer than
+// reset_timeout is presumed lost (its client hung or its report was
+// dropped); without this rule a lost probe would keep the breaker half-open
+// forever. Forced modes, the enabled flag and the fleet's probe gate are the
+// caller's to check. Called with mu held.
+func (b *breaker) probeNotDue(now time.Time) bool {
+	switch b.state {
+	case Open:
+		return now.Sub(b.lastFailure) < b.cfg.ResetTimeout
+	case HalfOpen:
+		return b.probeOut && now.Sub(b.probeAt) <= b.cfg.ResetTimeout
+	}
+	return false
 }
 
 // reject counts one rejection. Called with mu held.

@@ -179,6 +179,26 @@ func TestProbeGate(t *testing.T) {
 	}
 }
 
+// Refusing ignores the probe gate: a realm whose probe is due is not known
+// to be down, so the registry naming it is still tried; the gate refuses at
+// the realm's own admission (docs/behaviour.md §3.1).
+func TestRefusingIgnoresProbeGate(t *testing.T) {
+	h, _ := sharedHarness(t)
+	h.SetProbeGate(true)
+	h.openBreaker(t, testKey)
+	if !h.Refusing(testKey) {
+		t.Fatal("gated, open, probe not due: not refusing")
+	}
+	h.clock.Advance(30 * time.Second)
+	if h.Refusing(testKey) {
+		t.Fatal("gated, probe due, no permit: refusing")
+	}
+	h.rejected(t, testKey) // while Admit, gated out, refuses
+	if st := h.snap(t, testKey).State; st != Open {
+		t.Fatalf("gated-out request moved the breaker to %v", st)
+	}
+}
+
 // A neutral probe keeps the permit: the holder may probe again in the same
 // period. A permit given to a closed key is ignored.
 func TestProbePermitKeptAfterNeutral(t *testing.T) {

@@ -60,6 +60,15 @@ func (s *Set) RetryAfter(key string) (State, time.Duration, bool) {
 // counting a refusal or taking the probe: forced open, open with its probe
 // not yet due, or half-open with its probe out. An unknown key, a disabled
 // set, or a breaker whose probe is due, is not refusing.
+//
+// Unlike Admit, Refusing ignores the fleet's probe gate. It serves the
+// token-realm exception (docs/behaviour.md §3.1, fallback/search.go): it is
+// asked about a realm host on behalf of the registry that names it, to
+// learn whether the realm is known to be down. Once the realm's probe is
+// due it no longer is, whichever process the fleet elected to probe it: the
+// registry is tried (a cached token may serve it), and the realm's
+// own admission, the token fetch through Admit, applies the gate there, so
+// the elected process probes and the others are refused at the realm.
 func (s *Set) Refusing(key string) bool {
 	b := s.table.Load().byKey[key]
 	if b == nil {
@@ -72,10 +81,8 @@ func (s *Set) Refusing(key string) bool {
 		case b.retired || !b.enabled || b.forced == ModeClosed:
 		case b.forced == ModeOpen:
 			refusing = true
-		case b.state == Open:
-			refusing = now.Sub(b.lastFailure) < b.cfg.ResetTimeout
-		case b.state == HalfOpen:
-			refusing = b.probeOut && now.Sub(b.probeAt) <= b.cfg.ResetTimeout
+		default:
+			refusing = b.probeNotDue(now)
 		}
 	})
 	return refusing

@@ -10,35 +10,9 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/nora-breaker/nora-breaker/internal/adminapi"
 )
-
-// breakerRow mirrors the fields of GET /breakers that status prints.
-type breakerRow struct {
-	Key              string   `json:"key"`
-	Format           string   `json:"format"`
-	State            string   `json:"state"`
-	FailureCount     int      `json:"failure_count"`
-	Threshold        int      `json:"threshold"`
-	ResetTimeout     float64  `json:"reset_timeout_seconds"`
-	LastFailureAgo   *float64 `json:"last_failure_seconds_ago"`
-	RetryAfter       int      `json:"retry_after_seconds"`
-	Rejections       uint64   `json:"rejections"`
-	Forced           string   `json:"forced"`
-	Host             string   `json:"host"`
-	Upstream         string   `json:"upstream"`
-	Throttled        bool     `json:"throttled"`
-	ThrottledSeconds int      `json:"throttled_seconds"`
-}
-
-// transitionRow mirrors one entry of GET /breakers/history.
-type transitionRow struct {
-	At           time.Time `json:"at"`
-	Key          string    `json:"key"`
-	From         string    `json:"from"`
-	To           string    `json:"to"`
-	Why          string    `json:"why"`
-	FailureCount int       `json:"failure_count"`
-}
 
 // StatusOptions configures Status. Zero values are noted per field.
 type StatusOptions struct {
@@ -108,12 +82,12 @@ func Status(ctx context.Context, o StatusOptions, out, errOut io.Writer) int {
 
 // drawStatus fetches the breakers and the history once and prints them.
 func drawStatus(ctx context.Context, o StatusOptions, out io.Writer) error {
-	var rows []breakerRow
+	var rows []adminapi.Breaker
 	if err := getJSON(ctx, o, "/breakers", &rows); err != nil {
 		return err
 	}
 	printBreakers(out, groupRows(rows))
-	var hist []transitionRow
+	var hist []adminapi.Transition
 	switch err := getJSON(ctx, o, "/breakers/history", &hist); {
 	case errors.Is(err, errNotFound):
 		return nil // a proxy older than the history endpoint
@@ -159,10 +133,10 @@ func getJSON(ctx context.Context, o StatusOptions, path string, into any) error 
 // groupRows orders rows per format, then per upstream (an upstream's own
 // key and its alias hosts' keys together), keeping the proxy's
 // configuration order within each group.
-func groupRows(rows []breakerRow) []breakerRow {
+func groupRows(rows []adminapi.Breaker) []adminapi.Breaker {
 	var formats []string
 	upstreams := map[string][]string{} // format → its upstreams, in order
-	members := map[string][]breakerRow{}
+	members := map[string][]adminapi.Breaker{}
 	for _, r := range rows {
 		up := r.Upstream
 		if up == "" {
@@ -177,7 +151,7 @@ func groupRows(rows []breakerRow) []breakerRow {
 		}
 		members[up] = append(members[up], r)
 	}
-	out := make([]breakerRow, 0, len(rows))
+	out := make([]adminapi.Breaker, 0, len(rows))
 	for _, f := range formats {
 		for _, up := range upstreams[f] {
 			out = append(out, members[up]...)
@@ -187,7 +161,7 @@ func groupRows(rows []breakerRow) []breakerRow {
 }
 
 // printBreakers prints one table row per breaker.
-func printBreakers(out io.Writer, rows []breakerRow) {
+func printBreakers(out io.Writer, rows []adminapi.Breaker) {
 	tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "FORMAT\tKEY\tHOST\tSTATE\tFAILURES\tRESET\tLAST FAILURE\tRETRY AFTER\tREJECTIONS\tTHROTTLED\tFORCED")
 	for _, r := range rows {
@@ -207,7 +181,7 @@ func printBreakers(out io.Writer, rows []breakerRow) {
 }
 
 // printTransitions prints the latest n transitions, newest first.
-func printTransitions(out io.Writer, hist []transitionRow, n int) {
+func printTransitions(out io.Writer, hist []adminapi.Transition, n int) {
 	fmt.Fprintf(out, "\nLAST TRANSITIONS (newest first, %d of %d kept)\n", min(n, len(hist)), len(hist))
 	if len(hist) == 0 {
 		fmt.Fprintln(out, "none since start")

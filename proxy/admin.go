@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/nora-breaker/nora-breaker/breakerstate"
+	"github.com/nora-breaker/nora-breaker/internal/adminapi"
 )
 
 // AdminHandler serves the admin listener (docs/behaviour.md §7). It is never mounted on
@@ -27,30 +28,9 @@ func (p *Proxy) AdminHandler() http.Handler {
 	return p.requireAdminToken(mux)
 }
 
-// breakerView is one entry of GET /breakers.
-type breakerView struct {
-	Key                string   `json:"key"`
-	Format             string   `json:"format"`
-	State              string   `json:"state"`
-	FailureCount       int      `json:"failure_count"`
-	Threshold          int      `json:"threshold"`
-	ThresholdSource    string   `json:"threshold_source"`
-	ResetTimeout       float64  `json:"reset_timeout_seconds"`
-	ResetTimeoutSource string   `json:"reset_timeout_source"`
-	LastFailureAgo     *float64 `json:"last_failure_seconds_ago"`
-	RetryAfter         int      `json:"retry_after_seconds"`
-	Rejections         uint64   `json:"rejections"`
-	Forced             string   `json:"forced"`
-	// Host is the host whose requests this breaker admits; Upstream is the
-	// breaker key of the upstream that host belongs to (equal to Key for the
-	// upstream's URL host, docs/behaviour.md §3.1).
-	Host     string `json:"host"`
-	Upstream string `json:"upstream"`
-	// Throttled is true while the host is skipped after a 429, for
-	// ThrottledSeconds more seconds (docs/behaviour.md §5.6); it is not a breaker state.
-	Throttled        bool `json:"throttled"`
-	ThrottledSeconds int  `json:"throttled_seconds"`
-}
+// breakerView is one entry of GET /breakers; its wire form, shared with the
+// status command, is adminapi.Breaker.
+type breakerView = adminapi.Breaker
 
 func (p *Proxy) views() []breakerView {
 	now := p.now()
@@ -89,6 +69,35 @@ func (p *Proxy) handleBreakers(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, p.views())
 }
 
+// summary is what /health and the status page say about the breakers as a
+// whole.
+type summary struct {
+	// status is "degraded" while any breaker is not closed (a disabled set
+	// has none), else "healthy".
+	status string
+	// circuitBreaker is "enabled" or "disabled".
+	circuitBreaker string
+	// worst maps each format to the worst state of its breakers.
+	worst map[string]string
+}
+
+// summarize sums views up; enabled is whether the breaker set is.
+func summarize(views []breakerView, enabled bool) summary {
+	s := summary{status: "healthy", circuitBreaker: "enabled", worst: make(map[string]string)}
+	if !enabled {
+		s.circuitBreaker = "disabled"
+	}
+	for _, v := range views {
+		if w, ok := s.worst[v.Format]; !ok || severity(v.State) > severity(w) {
+			s.worst[v.Format] = v.State
+		}
+		if v.State != "closed" && v.State != "disabled" {
+			s.status = "degraded"
+		}
+	}
+	return s
+}
+
 // severity orders breaker states for "worst of" (open > half_open > closed).
 func severity(state string) int {
 	switch state {
@@ -119,39 +128,27 @@ type healthFormat struct {
 }
 
 func (p *Proxy) handleHealth(w http.ResponseWriter, _ *http.Request) {
-	enabled := p.breakers.Enabled()
+	views := p.views()
+	sum := summarize(views, p.breakers.Enabled())
 	formats := make(map[string]*healthFormat)
-	degraded := false
-	for _, v := range p.views() {
+	for _, v := range views {
 		f := formats[v.Format]
 		if f == nil {
-			f = &healthFormat{Status: v.State, Breakers: make(map[string]healthBreaker)}
+			f = &healthFormat{Status: sum.worst[v.Format], Breakers: make(map[string]healthBreaker)}
 			formats[v.Format] = f
 		}
 		f.Breakers[v.Key] = healthBreaker{Status: v.State, FailureCount: v.FailureCount,
 			Throttled: v.Throttled, ThrottledSeconds: v.ThrottledSeconds,
 			LastFailureAgo: v.LastFailureAgo, RetryAfter: v.RetryAfter}
-		if severity(v.State) > severity(f.Status) {
-			f.Status = v.State
-		}
 		f.FailureCount += v.FailureCount
 		if v.LastFailureAgo != nil && (f.LastFailureAgo == nil || *v.LastFailureAgo < *f.LastFailureAgo) {
 			f.LastFailureAgo = v.LastFailureAgo
 		}
-		if enabled && v.State != "closed" {
-			degraded = true
-		}
-	}
-	status, cb := "healthy", "enabled"
-	if degraded {
-		status = "degraded"
-	}
-	if !enabled {
-		cb = "disabled"
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"status": status, "version": p.deps.Version, "circuit_breaker": cb, "shared_state": p.sharedStatus(),
-		"uptime_seconds": math.Floor(p.now().Sub(p.started).Seconds()), "upstreams": formats,
+		"status": sum.status, "version": p.deps.Version, "circuit_breaker": sum.circuitBreaker,
+		"shared_state": p.sharedStatus(), "uptime_seconds": math.Floor(p.now().Sub(p.started).Seconds()),
+		"upstreams": formats,
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -225,5 +226,113 @@ func TestAdminBreakersAndForce(t *testing.T) {
 	}
 	if !strings.Contains(tp.Logs.String(), "breaker forced") || strings.Contains(tp.Logs.String(), "s3cret-admin") {
 		t.Fatal("force not logged, or the admin token was")
+	}
+}
+
+// TestStatusCommandShowsEveryColumn goes from the real admin handler through
+// the status command's decoding to its tables, and checks every column of
+// every row: a field the proxy fills but the command drops (or the reverse)
+// shows up as a wrong cell.
+func TestStatusCommandShowsEveryColumn(t *testing.T) {
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/npm/") {
+			w.Header().Set("Retry-After", "120")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		io.WriteString(w, "ok")
+	})
+	dead := "http://" + closedPort(t)
+	tp := newTestProxy(t, ixTwoMaven(up.URL, dead, ""), nil)
+	keyA, keyB, keyN := "maven:"+up.URL+"/m2", "maven:"+dead+"/m2", "npm:"+up.URL+"/npm"
+	hostA, hostB := strings.TrimPrefix(up.URL, "http://"), strings.TrimPrefix(dead, "http://")
+	c := proxyClient(t, tp, nil)
+	// b (threshold 7) opens on its seventh failure; two more are refused.
+	for range 9 {
+		ixDo(t, c, "GET", dead+"/m2/a.pom", nil)
+	}
+	ixDo(t, c, "GET", up.URL+"/npm/left-pad", nil) // npm is throttled for 120 s
+	tp.Clock.Advance(4 * time.Second)
+	if resp, body := ixAdmin(t, tp, "POST", "/breakers/force?key="+keyA+"&state=open", ""); resp.StatusCode != 200 {
+		t.Fatalf("force: %d %s", resp.StatusCode, body)
+	}
+
+	var out, errOut bytes.Buffer
+	if rc := cli.Status(context.Background(), cli.StatusOptions{Admin: tp.AdminURL}, &out, &errOut); rc != 0 {
+		t.Fatalf("cli.Status = %d: %s", rc, errOut.String())
+	}
+	tables := statusTables(out.String())
+	if len(tables) != 2 {
+		t.Fatalf("want the breakers and the transitions tables, got %d:\n%s", len(tables), out.String())
+	}
+	wantTables := [][][]string{{
+		{"FORMAT", "KEY", "HOST", "STATE", "FAILURES", "RESET", "LAST FAILURE", "RETRY AFTER", "REJECTIONS", "THROTTLED", "FORCED"},
+		{"maven", keyA, hostA, "open", "0/3", "10s", "-", "10s", "0", "-", "open"},
+		{"maven", keyB, hostB, "open", "7/7", "10s", "4s ago", "6s", "2", "-", "-"},
+		{"npm", keyN, hostA, "closed", "0/3", "10s", "-", "0s", "0", "116s left", "-"},
+	}, {
+		{"TIME (UTC)", "KEY", "FROM → TO", "WHY", "FAILURES"},
+		{"2026-11-30 12:00:04", keyA, "closed → open", "forced", "0"},
+		{"2026-11-30 12:00:00", keyB, "closed → open", "threshold reached", "7"},
+	}}
+	for i, want := range wantTables {
+		if got := tables[i]; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("table %d:\n got %q\nwant %q\n%s", i, got, want, out.String())
+		}
+	}
+}
+
+// statusTables splits the status command's output into its tables: runs of
+// lines whose cells are separated by two spaces or more, a table's first
+// line its header.
+func statusTables(out string) [][][]string {
+	gap := regexp.MustCompile(`\s{2,}`)
+	var tables [][][]string
+	var cur [][]string
+	for line := range strings.SplitSeq(out, "\n") {
+		cells := gap.Split(strings.TrimSpace(line), -1)
+		if len(cells) < 2 {
+			if cur != nil {
+				tables = append(tables, cur)
+			}
+			cur = nil
+			continue
+		}
+		cur = append(cur, cells)
+	}
+	if cur != nil {
+		tables = append(tables, cur)
+	}
+	return tables
+}
+
+// TestSummarize: /health and the status page sum the breakers up alike:
+// each format's worst state, degraded while any breaker is not closed, and
+// a disabled set healthy.
+func TestSummarize(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		states     [][2]string // format, state
+		enabled    bool
+		status, cb string
+		worst      map[string]string
+	}{
+		{"all closed", [][2]string{{"npm", "closed"}, {"pypi", "closed"}}, true, "healthy", "enabled",
+			map[string]string{"npm": "closed", "pypi": "closed"}},
+		{"worst per format", [][2]string{{"npm", "closed"}, {"npm", "half_open"}, {"npm", "open"}, {"npm", "closed"},
+			{"pypi", "half_open"}, {"cargo", "closed"}}, true, "degraded", "enabled",
+			map[string]string{"npm": "open", "pypi": "half_open", "cargo": "closed"}},
+		{"disabled", [][2]string{{"npm", "disabled"}, {"pypi", "disabled"}}, false, "healthy", "disabled",
+			map[string]string{"npm": "disabled", "pypi": "disabled"}},
+		{"no breakers", nil, true, "healthy", "enabled", map[string]string{}},
+	} {
+		var views []breakerView
+		for _, s := range c.states {
+			views = append(views, breakerView{Key: s[0] + fmt.Sprint(len(views)), Format: s[0], State: s[1]})
+		}
+		got := summarize(views, c.enabled)
+		if got.status != c.status || got.circuitBreaker != c.cb || fmt.Sprint(got.worst) != fmt.Sprint(c.worst) {
+			t.Errorf("%s: %+v, want %s %s %v", c.name, got, c.status, c.cb, c.worst)
+		}
 	}
 }

@@ -4,26 +4,18 @@ import (
 	"net/http"
 	"sort"
 	"sync"
-	"time"
 
 	"github.com/nora-breaker/nora-breaker/breakerstate"
+	"github.com/nora-breaker/nora-breaker/internal/adminapi"
 )
 
 // historySize is how many breaker transitions the admin listener remembers
 // (GET /breakers/history and the status page's timeline).
 const historySize = 200
 
-// historyEntry is one breaker transition as GET /breakers/history shows it.
-// Every field comes from the breaker set: keys are configured keys, never
-// request data.
-type historyEntry struct {
-	At           time.Time `json:"at"`
-	Key          string    `json:"key"`
-	From         string    `json:"from"`
-	To           string    `json:"to"`
-	Why          string    `json:"why"`
-	FailureCount int       `json:"failure_count"`
-}
+// historyEntry is one breaker transition as GET /breakers/history shows it;
+// its wire form, shared with the status command, is adminapi.Transition.
+type historyEntry = adminapi.Transition
 
 // transitionLog is a bounded ring of the most recent transitions, safe for
 // concurrent use. Its zero value is empty and ready: the Proxy holds it by

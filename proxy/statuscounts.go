@@ -4,6 +4,7 @@ import (
 	"sort"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // pageCounts are the since-start counters the status page shows, read from
@@ -26,28 +27,30 @@ type fallbackCount struct {
 }
 
 // gatherCounts reads the counters the page needs. A registry that cannot be
-// gathered leaves them empty: the page still shows the breakers.
+// gathered leaves them empty: the page still shows the breakers. The labels
+// of other families are never read.
 func gatherCounts(g prometheus.Gatherer) pageCounts {
 	c := pageCounts{results: map[string]map[string]uint64{}, staleServed: map[string]uint64{}}
 	fams, _ := g.Gather()
 	for _, f := range fams {
-		for _, m := range f.GetMetric() {
-			labels := make(map[string]string, len(m.GetLabel()))
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			n := uint64(m.GetCounter().GetValue())
-			switch f.GetName() {
-			case "nora_sidecar_requests_total":
-				if c.results[labels["format"]] == nil {
-					c.results[labels["format"]] = map[string]uint64{}
+		switch f.GetName() {
+		case "nora_sidecar_requests_total":
+			for _, m := range f.GetMetric() {
+				format := metricLabel(m, "format")
+				if c.results[format] == nil {
+					c.results[format] = map[string]uint64{}
 				}
-				c.results[labels["format"]][labels["result"]] += n
-			case "nora_sidecar_stale_served_total":
-				c.staleServed[labels["registry"]] += n
-			case "nora_sidecar_fallback_total":
-				if n > 0 {
-					c.fallbacks = append(c.fallbacks, fallbackCount{From: labels["from"], To: labels["to"], N: n})
+				c.results[format][metricLabel(m, "result")] += counterCount(m)
+			}
+		case "nora_sidecar_stale_served_total":
+			for _, m := range f.GetMetric() {
+				c.staleServed[metricLabel(m, "registry")] += counterCount(m)
+			}
+		case "nora_sidecar_fallback_total":
+			for _, m := range f.GetMetric() {
+				if n := counterCount(m); n > 0 {
+					c.fallbacks = append(c.fallbacks,
+						fallbackCount{From: metricLabel(m, "from"), To: metricLabel(m, "to"), N: n})
 				}
 			}
 		}
@@ -55,6 +58,19 @@ func gatherCounts(g prometheus.Gatherer) pageCounts {
 	sort.SliceStable(c.fallbacks, func(i, j int) bool { return c.fallbacks[i].N > c.fallbacks[j].N })
 	return c
 }
+
+// metricLabel is the value of m's label name, "" when it has none.
+func metricLabel(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// counterCount is m's counter value as a count.
+func counterCount(m *dto.Metric) uint64 { return uint64(m.GetCounter().GetValue()) }
 
 // total adds up every result of one format.
 func (c pageCounts) total(format string) uint64 {

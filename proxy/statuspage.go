@@ -19,12 +19,12 @@ import (
 //go:embed statuspage.html
 var statusPageHTML string
 
-// parseStatusPage parses the page's template. It is parsed for each request
-// rather than kept in a package variable: the page is asked for every few
-// seconds at most, and parsing costs well under a millisecond.
-func parseStatusPage() (*template.Template, error) {
-	return template.New("status").Parse(statusPageHTML)
-}
+// statusPageTemplate is the page's template, parsed once. It is no mutable
+// state: nothing changes it after parsing, and executing it is safe for
+// concurrent use. A page that does not parse panics when the package is
+// initialised, so every test of this package catches it and GET / needs no
+// error answer of its own.
+var statusPageTemplate = template.Must(template.New("status").Parse(statusPageHTML))
 
 // pageView is everything the status page shows. It is built from the same
 // data as GET /breakers (views) and /health, plus counters read from the
@@ -70,17 +70,12 @@ type pageTransition struct {
 
 // handleStatusPage serves GET /.
 func (p *Proxy) handleStatusPage(w http.ResponseWriter, _ *http.Request) {
-	tmpl, err := parseStatusPage()
-	if err != nil {
-		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "status page template: " + err.Error()})
-		return
-	}
 	v := p.statusPage()
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	// The page has no business loading anything from elsewhere.
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'")
-	if err := tmpl.Execute(w, v); err != nil {
+	if err := statusPageTemplate.Execute(w, v); err != nil {
 		p.log.Warn().Err(err).Msg("status page")
 	}
 }
@@ -89,18 +84,11 @@ func (p *Proxy) handleStatusPage(w http.ResponseWriter, _ *http.Request) {
 func (p *Proxy) statusPage() pageView {
 	now := p.now()
 	counts := gatherCounts(p.deps.Registry)
-	v := pageView{Version: p.deps.Version, Status: "healthy", CircuitBreaker: "enabled",
+	views := p.views()
+	sum := summarize(views, p.breakers.Enabled())
+	v := pageView{Version: p.deps.Version, Status: sum.status, CircuitBreaker: sum.circuitBreaker,
 		Uptime: formatAge(now.Sub(p.started)), Now: now.UTC().Format(time.RFC3339),
-		Fallbacks: counts.fallbacks, HistorySize: historySize}
-	if !p.breakers.Enabled() {
-		v.CircuitBreaker = "disabled"
-	}
-	v.Formats = groupFormats(p.views(), counts)
-	for _, f := range v.Formats {
-		if f.Status != "closed" && f.Status != "disabled" {
-			v.Status = "degraded"
-		}
-	}
+		Formats: groupFormats(views, sum.worst, counts), Fallbacks: counts.fallbacks, HistorySize: historySize}
 	for _, e := range p.history.list() {
 		v.History = append(v.History, pageTransition{historyEntry: e, Time: e.At.UTC().Format("2006-01-02 15:04:05"),
 			Ago: formatAge(now.Sub(e.At))})
@@ -110,7 +98,8 @@ func (p *Proxy) statusPage() pageView {
 
 // groupFormats orders the rows per format and, within a format, per
 // upstream, both in configuration order (the order views lists keys in).
-func groupFormats(views []breakerView, counts pageCounts) []pageFormat {
+// worst is each format's worst state (summary.worst).
+func groupFormats(views []breakerView, worst map[string]string, counts pageCounts) []pageFormat {
 	var out []pageFormat
 	formatAt := map[string]int{}
 	upstreamAt := map[string][2]int{}
@@ -120,16 +109,13 @@ func groupFormats(views []breakerView, counts pageCounts) []pageFormat {
 			fi = len(out)
 			formatAt[bv.Format] = fi
 			res := counts.results[bv.Format]
-			out = append(out, pageFormat{Name: bv.Format, Status: bv.State, Requests: counts.total(bv.Format),
+			out = append(out, pageFormat{Name: bv.Format, Status: worst[bv.Format], Requests: counts.total(bv.Format),
 				Forwarded: res[string(answer.Forwarded)], Fallback: res[string(answer.Fallback)],
 				Stale: res[string(answer.Stale)],
 				Synthesized: res[string(answer.Synthesized503)] + res[string(answer.Synthesized404)] +
 					res[string(answer.Throttled)]})
 		}
 		f := &out[fi]
-		if severity(bv.State) > severity(f.Status) {
-			f.Status = bv.State
-		}
 		up := bv.Upstream
 		if up == "" {
 			up = bv.Key

@@ -150,7 +150,7 @@ func TestGroupFormatsPerUpstream(t *testing.T) {
 			Host: "files.pythonhosted.org", Throttled: true, ThrottledSeconds: 9},
 		{Key: "pypi:Q", Format: "pypi", State: "closed"}, // no upstream given: its own group
 	}
-	got := groupFormats(views, pageCounts{staleServed: map[string]uint64{"pypi:P": 4}})
+	got := groupFormats(views, summarize(views, true).worst, pageCounts{staleServed: map[string]uint64{"pypi:P": 4}})
 	if len(got) != 2 || got[0].Name != "pypi" || got[1].Name != "cargo" || got[0].Status != "open" {
 		t.Fatalf("formats: %+v", got)
 	}
@@ -162,14 +162,11 @@ func TestGroupFormatsPerUpstream(t *testing.T) {
 }
 
 func TestStatusPageRendersThrottledHosts(t *testing.T) {
-	tmpl, err := parseStatusPage()
-	if err != nil {
-		t.Fatal(err)
-	}
 	views := []breakerView{{Key: "cargo@index.crates.io", Format: "cargo", State: "closed", Upstream: "cargo",
 		Host: "index.crates.io", Throttled: true, ThrottledSeconds: 42, Threshold: 5}}
 	var b strings.Builder
-	if err := tmpl.Execute(&b, pageView{Status: "healthy", Formats: groupFormats(views, pageCounts{})}); err != nil {
+	if err := statusPageTemplate.Execute(&b, pageView{Status: "healthy",
+		Formats: groupFormats(views, summarize(views, true).worst, pageCounts{})}); err != nil {
 		t.Fatal(err)
 	}
 	row := breakerRow(t, b.String(), "cargo@index.crates.io")
