@@ -18,7 +18,7 @@ func (p *Proxy) Reload(cfg *config.Config) (needsRestart []string, err error) {
 	old := p.state.Load()
 	snap, err := newSnapshot(cfg, old, &p.own)
 	if err != nil {
-		p.metrics.reloads.WithLabelValues("error").Inc()
+		p.ReloadFailed()
 		return nil, fmt.Errorf("reload: %w", err)
 	}
 	p.syncBreakers(cfg)
