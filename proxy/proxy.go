@@ -120,20 +120,11 @@ func New(cfg *config.Config, deps Deps) (*Proxy, error) {
 // order: each upstream's key (override key → format → global), then a key
 // per alias host of it (host key → upstream key → format → global).
 func keySettings(cfg *config.Config) []breakerstate.KeySettings {
-	seen := make(map[string]bool)
 	var out []breakerstate.KeySettings
-	for _, u := range cfg.Upstreams {
-		for _, h := range u.Hosts {
-			key := u.HostKey(h)
-			if seen[key] {
-				continue // per-format keys are shared by several upstreams
-			}
-			seen[key] = true
-			th := cfg.HostThresholds(key, u)
-			out = append(out, breakerstate.KeySettings{Key: key, Format: u.Format,
-				FailureThreshold: th.FailureThreshold, ResetTimeout: th.ResetTimeout,
-				ThresholdSource: th.FailureThresholdFrom, ResetTimeoutSource: th.ResetTimeoutFrom})
-		}
+	for _, b := range cfg.HostBreakers() {
+		out = append(out, breakerstate.KeySettings{Key: b.Key, Format: b.Upstream.Format,
+			FailureThreshold: b.FailureThreshold, ResetTimeout: b.ResetTimeout,
+			ThresholdSource: b.FailureThresholdFrom, ResetTimeoutSource: b.ResetTimeoutFrom})
 	}
 	return out
 }

@@ -51,14 +51,13 @@ func newSnapshot(cfg *config.Config, prev *snapshot, own *atomic.Pointer[ownList
 	for _, u := range cfg.Upstreams {
 		_, port := hostPort(u.URL)
 		s.connectPorts[port] = true
-		for i, h := range u.Hosts {
-			if i == 0 {
-				h = u.URL.Host
-			}
-			if _, seen := s.hostOfKey[u.HostKey(u.Hosts[i])]; !seen {
-				s.hostOfKey[u.HostKey(u.Hosts[i])] = keyHost{host: h, upstream: u.Key}
-			}
+	}
+	for _, b := range cfg.HostBreakers() {
+		host := b.Host
+		if host == b.Upstream.Hosts[0] {
+			host = b.Upstream.URL.Host // the URL host is shown with its port
 		}
+		s.hostOfKey[b.Key] = keyHost{host: host, upstream: b.Upstream.Key}
 	}
 	for _, a := range cfg.Sidecar.AllowHosts {
 		a = strings.ToLower(a)
