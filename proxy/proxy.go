@@ -122,20 +122,25 @@ func New(cfg *config.Config, deps Deps) (*Proxy, error) {
 func keySettings(cfg *config.Config) []breakerstate.KeySettings {
 	var out []breakerstate.KeySettings
 	for _, b := range cfg.HostBreakers() {
-		out = append(out, breakerstate.KeySettings{Key: b.Key, Format: b.Upstream.Format,
-			FailureThreshold: b.FailureThreshold, ResetTimeout: b.ResetTimeout,
-			ThresholdSource: b.FailureThresholdFrom, ResetTimeoutSource: b.ResetTimeoutFrom})
+		out = append(out, keySetting(b.Key, b.Upstream.Format, b.BreakerSettings))
 	}
 	return out
 }
 
-// breakerKeys lists every breaker key of cfg, in config order.
-func breakerKeys(cfg *config.Config) []string {
-	var keys []string
-	for _, k := range keySettings(cfg) {
-		keys = append(keys, k.Key)
+// keySetting is one key's settings as the breaker set takes them.
+func keySetting(key, format string, bs config.BreakerSettings) breakerstate.KeySettings {
+	return breakerstate.KeySettings{Key: key, Format: format,
+		FailureThreshold: bs.FailureThreshold, ResetTimeout: bs.ResetTimeout,
+		ThresholdSource: bs.FailureThresholdFrom, ResetTimeoutSource: bs.ResetTimeoutFrom}
+}
+
+// keyNames lists the keys of keys, in order.
+func keyNames(keys []breakerstate.KeySettings) []string {
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = k.Key
 	}
-	return keys
+	return names
 }
 
 func (p *Proxy) buildFallback(cfg *config.Config) error {
@@ -155,7 +160,7 @@ func (p *Proxy) buildFallback(cfg *config.Config) error {
 	// through the requesting snapshot's transport.
 	tokens := fallback.NewTokenSource(fallback.TokenOptions{Client: &http.Client{
 		Transport: p.state.Load().transport, Timeout: 30 * time.Second}, Now: p.now, Breakers: p.breakers})
-	if p.throttles, err = throttle.New(p.now, breakerKeys(cfg), p.deps.Registry); err != nil {
+	if p.throttles, err = throttle.New(p.now, keyNames(keySettings(cfg)), p.deps.Registry); err != nil {
 		return err
 	}
 	p.chain, err = fallback.New(fallback.Options{Breakers: p.breakers, Sender: sender, Tokens: tokens,

@@ -21,7 +21,7 @@ func (p *Proxy) Reload(cfg *config.Config) (needsRestart []string, err error) {
 		p.ReloadFailed()
 		return nil, fmt.Errorf("reload: %w", err)
 	}
-	p.syncBreakers(cfg)
+	p.syncBreakers(snap)
 	p.state.Store(snap)
 	if snap.transport != old.transport {
 		// Requests still using the old transport keep their connections;
