@@ -53,7 +53,8 @@ type Proxy struct {
 	// request may be forwarded to.
 	own atomic.Pointer[ownListeners]
 	// learned holds the hosts learned from upstreams' redirects; keysMu
-	// serialises giving the breaker set its keys (reloads, new hosts).
+	// serialises giving the breaker set its keys (reloads, new hosts), and
+	// a reload stores its snapshot under it (syncBreakers).
 	learned *learnedHosts
 	keysMu  sync.Mutex
 	chain   *fallback.Chain

@@ -21,8 +21,13 @@ func (p *Proxy) Reload(cfg *config.Config) (needsRestart []string, err error) {
 		p.ReloadFailed()
 		return nil, fmt.Errorf("reload: %w", err)
 	}
+	// The breakers take the new keys and the snapshot goes in force under
+	// one hold of keysMu, so a host learned meanwhile is synced from either
+	// the old configuration before both or the new one after both.
+	p.keysMu.Lock()
 	p.syncBreakers(snap)
 	p.state.Store(snap)
+	p.keysMu.Unlock()
 	if snap.transport != old.transport {
 		// Requests still using the old transport keep their connections;
 		// idle ones would never be used again.

@@ -41,15 +41,19 @@ func (p *Proxy) learnedRoute(snap *snapshot, host, port string) route {
 // host gets its breaker.
 func (p *Proxy) onRedirect(upstreamKey string, target *url.URL) {
 	if p.learned.learn(upstreamKey, target) {
+		p.keysMu.Lock()
+		defer p.keysMu.Unlock()
 		p.syncBreakers(p.state.Load())
 	}
 }
 
 // syncBreakers gives the breaker set (and the throttle gauge) every key of
-// snap's configuration plus one per learned host.
+// snap's configuration plus one per learned host. Callers hold keysMu, and
+// snap is the snapshot in force under it (or, in Reload, the one stored
+// before keysMu is released): since a reload stores its snapshot under
+// keysMu too, no sync can reconfigure the set from a configuration that a
+// reload has already replaced.
 func (p *Proxy) syncBreakers(snap *snapshot) {
-	p.keysMu.Lock()
-	defer p.keysMu.Unlock()
 	keys := p.allKeySettings(snap)
 	p.breakers.Reconfigure(snap.cfg.CircuitBreaker.Enabled, keys)
 	p.throttles.SetKeys(keyNames(keys))
