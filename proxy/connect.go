@@ -66,7 +66,7 @@ func connectRefusal(snap *snapshot, up *config.Upstream, host, port string) stri
 		return "destination address is not allowed"
 	case up == nil && snap.cfg.Sidecar.DenyUnlisted && !allowed:
 		return "host is not a configured upstream"
-	case !snap.connectPorts[port]:
+	case up == nil && !snap.connectPorts[port]: // a classified route is on its own port
 		return "CONNECT port " + port + " is not allowed"
 	}
 	return ""

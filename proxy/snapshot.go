@@ -23,7 +23,9 @@ type snapshot struct {
 	// or "host:port".
 	allowHosts map[string]bool
 	// connectPorts are the ports a CONNECT may name: 443, the ports of the
-	// configured upstreams and those named in allow_hosts.
+	// configured upstreams' hosts (URL hosts and alias hosts, as the table
+	// classifies them) and those named in allow_hosts. A learned host's
+	// route is classified, which allows its own port (connectRefusal).
 	connectPorts map[string]bool
 	// hostOfKey names, for every breaker key, the host it admits and the
 	// upstream that host belongs to (for /breakers and the status page).
@@ -49,8 +51,10 @@ func newSnapshot(cfg *config.Config, prev *snapshot, own *atomic.Pointer[ownList
 		allowHosts: make(map[string]bool), connectPorts: map[string]bool{"443": true},
 		hostOfKey: make(map[string]keyHost)}
 	for _, u := range cfg.Upstreams {
-		_, port := hostPort(u.URL)
-		s.connectPorts[port] = true
+		for _, h := range u.Hosts {
+			_, port, _ := net.SplitHostPort(hostPortOf(u, h))
+			s.connectPorts[port] = true
+		}
 	}
 	for _, b := range cfg.HostBreakers() {
 		host := b.Host
