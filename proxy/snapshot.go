@@ -19,9 +19,6 @@ import (
 type snapshot struct {
 	cfg   *config.Config
 	table *upstreamTable
-	// allowHosts holds allow_hosts entries, lower-cased: "host" (any port)
-	// or "host:port".
-	allowHosts map[string]bool
 	// connectPorts are the ports a CONNECT may name: 443, the ports of the
 	// configured upstreams' hosts (URL hosts and alias hosts, as the table
 	// classifies them) and those named in allow_hosts. A learned host's
@@ -36,7 +33,9 @@ type snapshot struct {
 	// the kind keeps the pooled upstream connections.
 	transport *http.Transport
 	dial      *dialer // the transport's dialer, also used for tunnels
-	upstream  upstreamSettings
+	// upstream holds the settings transport was built from, allow_hosts
+	// among them (hostAllowed reads it).
+	upstream upstreamSettings
 }
 
 // keyHost is what a breaker key stands for.
@@ -48,8 +47,8 @@ type keyHost struct{ host, upstream string }
 // build a snapshot alone).
 func newSnapshot(cfg *config.Config, prev *snapshot, own *atomic.Pointer[ownListeners]) (*snapshot, error) {
 	s := &snapshot{cfg: cfg, table: newTable(cfg.Upstreams),
-		allowHosts: make(map[string]bool), connectPorts: map[string]bool{"443": true},
-		hostOfKey: make(map[string]keyHost)}
+		connectPorts: map[string]bool{"443": true},
+		hostOfKey:    make(map[string]keyHost)}
 	for _, u := range cfg.Upstreams {
 		for _, h := range u.Hosts {
 			_, port, _ := net.SplitHostPort(hostPortOf(u, h))
@@ -63,27 +62,24 @@ func newSnapshot(cfg *config.Config, prev *snapshot, own *atomic.Pointer[ownList
 		}
 		s.hostOfKey[b.Key] = keyHost{host: host, upstream: b.Upstream.Key}
 	}
-	for _, a := range cfg.Sidecar.AllowHosts {
-		a = strings.ToLower(a)
-		s.allowHosts[a] = true
+	s.upstream = upstreamSettingsOf(cfg, s.table)
+	for a := range s.upstream.allow {
 		if _, port, err := net.SplitHostPort(a); err == nil {
 			s.connectPorts[port] = true
 		}
 	}
-	s.upstream = upstreamSettingsOf(cfg)
 	if prev != nil && prev.upstream.equal(s.upstream) {
 		s.transport, s.dial = prev.transport, prev.dial
 		return s, nil
 	}
 	var err error
-	s.transport, s.dial, err = newTransport(s.upstream, s.hostAllowed, own)
+	s.transport, s.dial, err = newTransport(s.upstream, own)
 	return s, err
 }
 
 // hostAllowed reports whether host (and port) is listed in allow_hosts.
 func (s *snapshot) hostAllowed(host, port string) bool {
-	host = strings.ToLower(host)
-	return s.allowHosts[host] || s.allowHosts[net.JoinHostPort(host, port)]
+	return allowListed(s.upstream.allow, strings.ToLower(host), port)
 }
 
 // fallbackSettings are the settings the fallback loop decides a request
