@@ -90,7 +90,7 @@ func New(cfg *config.Config, deps Deps) (*Proxy, error) {
 	p := &Proxy{deps: deps, log: deps.Logger, now: deps.Now, started: deps.Now(), bufs: newCopyBufs(),
 		fixed: fixedSettings{idleTimeout: cfg.Sidecar.IdleTimeout}, learned: newLearnedHosts(deps.Now),
 		goneLog: newLineLimiter(deps.Now, time.Second, goneLogBurst)}
-	snap, err := newSnapshot(cfg, nil, &p.own)
+	snap, err := p.buildSnapshot(cfg, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,7 @@ import (
 // file that cannot be read).
 func (p *Proxy) Reload(cfg *config.Config) (needsRestart []string, err error) {
 	old := p.state.Load()
-	snap, err := newSnapshot(cfg, old, &p.own)
+	snap, err := p.buildSnapshot(cfg, old)
 	if err != nil {
 		p.ReloadFailed()
 		return nil, fmt.Errorf("reload: %w", err)

@@ -36,6 +36,9 @@ type snapshot struct {
 	// upstream holds the settings transport was built from, allow_hosts
 	// among them (hostAllowed reads it).
 	upstream upstreamSettings
+	// fallback is what the fallback loop decides requests under (set by
+	// buildSnapshot; zero in a snapshot built alone).
+	fallback fallback.Settings
 }
 
 // keyHost is what a breaker key stands for.
@@ -82,11 +85,22 @@ func (s *snapshot) hostAllowed(host, port string) bool {
 	return allowListed(s.upstream.allow, strings.ToLower(host), port)
 }
 
+// buildSnapshot is newSnapshot for p: it also fixes the settings the
+// fallback loop decides the snapshot's requests under, once, instead of on
+// every request.
+func (p *Proxy) buildSnapshot(cfg *config.Config, prev *snapshot) (*snapshot, error) {
+	s, err := newSnapshot(cfg, prev, &p.own)
+	if err != nil {
+		return nil, err
+	}
+	sc := cfg.Sidecar
+	s.fallback = fallback.Settings{Transport: s.transport, StaleMode: sc.StaleAuthenticated,
+		CredentialHeaders: sc.CredentialHeaders,
+		KeyOf:             func(u *url.URL) string { return p.routeOf(s, u).Key },
+		ThrottleDefault:   sc.ThrottleDefault}
+	return s, nil
+}
+
 // fallbackSettings are the settings the fallback loop decides a request
 // under: snap's, with routes that see the learned hosts too.
-func (p *Proxy) fallbackSettings(snap *snapshot) fallback.Settings {
-	return fallback.Settings{Transport: snap.transport, StaleMode: snap.cfg.Sidecar.StaleAuthenticated,
-		CredentialHeaders: snap.cfg.Sidecar.CredentialHeaders,
-		KeyOf:             func(u *url.URL) string { return p.routeOf(snap, u).Key },
-		ThrottleDefault:   snap.cfg.Sidecar.ThrottleDefault}
-}
+func (p *Proxy) fallbackSettings(snap *snapshot) fallback.Settings { return snap.fallback }
