@@ -77,9 +77,12 @@ type Proxy struct {
 }
 
 // fixedSettings are the [sidecar] settings that belong to things built once
-// at start: the client-facing servers' idle timeout.
+// at start: the client-facing servers' idle timeout and the proxy
+// listener's connection limit. They are copied in New, so a reload before
+// Serve cannot change them either.
 type fixedSettings struct {
-	idleTimeout time.Duration
+	idleTimeout    time.Duration
+	maxConnections int
 }
 
 // New builds a Proxy from a validated configuration.
@@ -88,7 +91,8 @@ func New(cfg *config.Config, deps Deps) (*Proxy, error) {
 		deps.Now = time.Now
 	}
 	p := &Proxy{deps: deps, log: deps.Logger, now: deps.Now, started: deps.Now(), bufs: newCopyBufs(),
-		fixed: fixedSettings{idleTimeout: cfg.Sidecar.IdleTimeout}, learned: newLearnedHosts(deps.Now),
+		fixed:   fixedSettings{idleTimeout: cfg.Sidecar.IdleTimeout, maxConnections: cfg.Sidecar.MaxConnections},
+		learned: newLearnedHosts(deps.Now),
 		goneLog: newLineLimiter(deps.Now, time.Second, goneLogBurst)}
 	snap, err := p.buildSnapshot(cfg, nil)
 	if err != nil {

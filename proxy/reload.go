@@ -59,7 +59,8 @@ type restartSetting struct {
 //     opened by buildFallback;
 //   - idle_timeout: the client-facing servers (Serve, Handler, mitm.go),
 //     through p.fixed;
-//   - max_connections: the proxy listener's limit, set up in Serve;
+//   - max_connections: the proxy listener's limit, set up in Serve
+//     through p.fixed;
 //   - log_level, log_format: the process logger, built by main;
 //   - shared_state, shared_state_prefix, shared_state_password: the fleet
 //     connection, made by startShared.
