@@ -161,10 +161,10 @@ func (p *Proxy) buildFallback(cfg *config.Config) error {
 			return fmt.Errorf("stale cache: %w", err)
 		}
 	}
-	// The token client's transport is only a default: every fetch goes
-	// through the requesting snapshot's transport.
-	tokens := fallback.NewTokenSource(fallback.TokenOptions{Client: &http.Client{
-		Transport: p.state.Load().transport, Timeout: 30 * time.Second}, Now: p.now, Breakers: p.breakers})
+	// No client of its own: every token fetch goes through the requesting
+	// snapshot's transport (the fallback loop hands it to Token), bounded
+	// by the source's own fetch timeout.
+	tokens := fallback.NewTokenSource(fallback.TokenOptions{Now: p.now, Breakers: p.breakers})
 	if p.throttles, err = throttle.New(p.now, keyNames(keySettings(cfg)), p.deps.Registry); err != nil {
 		return err
 	}
