@@ -36,7 +36,7 @@ func CheckConfig(cfg *config.Config, out io.Writer) int {
 	tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "FORMAT\tKEY\tURL\tHOSTS\tCHAIN\tBOUND\tTHRESHOLD\tRESET\tAUTH")
 	for _, u := range cfg.Upstreams {
-		bs := cfg.Thresholds(u.Key, u.Format)
+		bs := cfg.HostThresholds(u.Key, u)
 		th, thFrom, rt, rtFrom := bs.FailureThreshold, bs.FailureThresholdFrom, bs.ResetTimeout, bs.ResetTimeoutFrom
 		chain := cfg.Chain(u.Format)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%t\t%d (%s)\t%s (%s)\t%s\n",
@@ -61,18 +61,9 @@ func CheckConfig(cfg *config.Config, out io.Writer) int {
 func printHostBreakers(cfg *config.Config, out io.Writer) {
 	tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "BREAKER\tHOST\tUPSTREAM\tTHRESHOLD\tRESET")
-	seen := map[string]bool{}
-	for _, u := range cfg.Upstreams {
-		for _, h := range u.Hosts {
-			key := u.HostKey(h)
-			if seen[key] {
-				continue
-			}
-			seen[key] = true
-			bs := cfg.HostThresholds(key, u)
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d (%s)\t%s (%s)\n", key, h, u.Key, bs.FailureThreshold,
-				bs.FailureThresholdFrom, bs.ResetTimeout, bs.ResetTimeoutFrom)
-		}
+	for _, b := range cfg.HostBreakers() {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d (%s)\t%s (%s)\n", b.Key, b.Host, b.Upstream.Key, b.FailureThreshold,
+			b.FailureThresholdFrom, b.ResetTimeout, b.ResetTimeoutFrom)
 	}
 	_ = tw.Flush()
 }

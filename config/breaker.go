@@ -95,13 +95,36 @@ type BreakerSettings struct {
 	ResetTimeoutFrom     string
 }
 
-// Thresholds returns the breaker settings of a key, each field looked up on
-// its own: the key's override, then the format's, then the global value.
-func (c *Config) Thresholds(key, format string) BreakerSettings {
-	if key == format {
-		return c.lookUp(format) // a per-format key (cargo) is the format itself
+// HostBreaker is one breaker key of the configuration: the host it admits,
+// the upstream that host belongs to and the key's settings.
+type HostBreaker struct {
+	Key string
+	// Host is the host as written in Upstream.Hosts ("host", or
+	// "host:port" for an alias that names a port).
+	Host     string
+	Upstream *Upstream
+	BreakerSettings
+}
+
+// HostBreakers lists every breaker key once, in config order: for each
+// upstream its hosts in order, the URL host under the upstream's key and
+// each alias under "<key>@<host>" (docs/behaviour.md §3.1). A key several
+// upstreams share (a per-format key such as cargo's) is listed with the
+// first of them.
+func (c *Config) HostBreakers() []HostBreaker {
+	seen := make(map[string]bool)
+	var out []HostBreaker
+	for _, u := range c.Upstreams {
+		for _, h := range u.Hosts {
+			key := u.HostKey(h)
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+			out = append(out, HostBreaker{Key: key, Host: h, Upstream: u, BreakerSettings: c.HostThresholds(key, u)})
+		}
 	}
-	return c.lookUp(key, format)
+	return out
 }
 
 // HostThresholds returns the breaker settings of one of u's hosts by its

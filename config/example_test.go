@@ -32,9 +32,13 @@ func TestExampleConfig(t *testing.T) {
 	if n := len(cfg.Chain("pypi")); n != 2 {
 		t.Errorf("pypi chain has %d upstreams", n)
 	}
-	hub := cfg.Thresholds("docker:https://registry-1.docker.io", "docker")
+	hubUp, pypiUp := docker[0], cfg.Chain("pypi")[0]
+	if hubUp.Key != "docker:https://registry-1.docker.io" || pypiUp.Key != "pypi:https://pypi.org/simple" {
+		t.Fatalf("first docker and pypi upstreams: %s, %s", hubUp.Key, pypiUp.Key)
+	}
+	hub := cfg.HostThresholds(hubUp.Key, hubUp)
 	th, thFrom := hub.FailureThreshold, hub.FailureThresholdFrom
-	pypi := cfg.Thresholds("pypi:https://pypi.org/simple", "pypi")
+	pypi := cfg.HostThresholds(pypiUp.Key, pypiUp)
 	reset, resetFrom := pypi.ResetTimeout, pypi.ResetTimeoutFrom
 	if th != 10 || thFrom != `override "docker:https://registry-1.docker.io"` || reset != 15*time.Second || resetFrom != `format "pypi"` {
 		t.Errorf("thresholds: %d %s %v %s", th, thFrom, reset, resetFrom)

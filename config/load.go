@@ -99,13 +99,12 @@ func readFile(opts Options, e env, probs *problems) (string, tbl) {
 // warnings lists the non-fatal findings an operator should see at start.
 func warnings(cfg *Config, enabled map[string]bool) []string {
 	var out []string
+	// Every upstream's key is the key of its URL host, and every upstream
+	// has a host listed, so this names every key and format there is.
 	keys := map[string]bool{}
-	for _, u := range cfg.Upstreams {
-		keys[u.Key] = true
-		keys[u.Format] = true
-		for _, h := range u.Hosts {
-			keys[u.HostKey(h)] = true
-		}
+	for _, b := range cfg.HostBreakers() {
+		keys[b.Key] = true
+		keys[b.Upstream.Format] = true
 	}
 	for _, k := range sortedKeys(cfg.CircuitBreaker.Overrides) {
 		if !keys[k] && !enabled[k] {

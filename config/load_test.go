@@ -122,6 +122,9 @@ func TestRegistriesEnable(t *testing.T) {
 	}
 }
 
+// TestThresholds: an upstream's own key looks its settings up in its
+// override, then its format's, then the global value; a per-format key
+// (cargo) is the format itself.
 func TestThresholds(t *testing.T) {
 	file := `
 [circuit_breaker]
@@ -150,10 +153,10 @@ reset_timeout = 5
 		{"maven:https://repo1.maven.org/maven2", "maven", 5, "global", 30 * time.Second, "global"},
 	}
 	for _, tc := range tests {
-		bs := cfg.Thresholds(tc.key, tc.format)
+		bs := cfg.HostThresholds(tc.key, &Upstream{Key: tc.key, Format: tc.format})
 		th, thFrom, rs, rsFrom := bs.FailureThreshold, bs.FailureThresholdFrom, bs.ResetTimeout, bs.ResetTimeoutFrom
 		if th != tc.threshold || thFrom != tc.thresholdFrom || rs != tc.reset || rsFrom != tc.resetFrom {
-			t.Errorf("Thresholds(%q) = %d %s %v %s; want %d %s %v %s", tc.key, th, thFrom, rs, rsFrom,
+			t.Errorf("HostThresholds(%q) = %d %s %v %s; want %d %s %v %s", tc.key, th, thFrom, rs, rsFrom,
 				tc.threshold, tc.thresholdFrom, tc.reset, tc.resetFrom)
 		}
 	}
@@ -268,6 +271,52 @@ func TestParseSize(t *testing.T) {
 		if (err == nil) != tc.ok || got != tc.want {
 			t.Errorf("parseSize(%q) = %d, %v; want %d ok=%v", tc.in, got, err, tc.want, tc.ok)
 		}
+	}
+}
+
+// TestHostBreakers: every breaker key once, in config order, each with the
+// host it admits, the (first) upstream that host belongs to and the
+// settings HostThresholds gives it; a per-format key several upstreams
+// share is listed with the first.
+func TestHostBreakers(t *testing.T) {
+	cfg := mustLoad(t, `
+[circuit_breaker.overrides."pypi:https://pypi.org/simple@files.pythonhosted.org"]
+failure_threshold = 20
+[circuit_breaker.overrides.rpm]
+reset_timeout = 7
+[registries]
+enable = "pypi,rpm"
+[rpm.proxies]
+base = "https://rpm-a.test/base"
+updates = "https://rpm-b.test/updates"
+[sidecar.aliases]
+rpm = ["mirror.rpm.test:8443"]
+`, nil, Flags{})
+	pypi, rpmA := cfg.Chain("pypi")[0], cfg.Chain("rpm")[0]
+	want := []struct {
+		key, host string
+		u         *Upstream
+	}{
+		{"pypi:https://pypi.org/simple", "pypi.org", pypi},
+		{"pypi:https://pypi.org/simple@files.pythonhosted.org", "files.pythonhosted.org", pypi},
+		{"rpm", "rpm-a.test", rpmA},
+		{"rpm@mirror.rpm.test:8443", "mirror.rpm.test:8443", rpmA},
+	}
+	got := cfg.HostBreakers()
+	if len(got) != len(want) {
+		t.Fatalf("HostBreakers() has %d keys, want %d: %+v", len(got), len(want), got)
+	}
+	for i, w := range want {
+		b := got[i]
+		if b.Key != w.key || b.Host != w.host || b.Upstream != w.u {
+			t.Errorf("HostBreakers()[%d] = %s %s %s, want %s %s %s", i, b.Key, b.Host, b.Upstream.Key, w.key, w.host, w.u.Key)
+		}
+		if th := cfg.HostThresholds(w.key, w.u); b.BreakerSettings != th {
+			t.Errorf("%s settings %+v, want HostThresholds' %+v", w.key, b.BreakerSettings, th)
+		}
+	}
+	if got[1].FailureThreshold != 20 || got[3].ResetTimeout != 7*time.Second || got[3].ResetTimeoutFrom != `format "rpm"` {
+		t.Errorf("overrides not applied: %+v, %+v", got[1].BreakerSettings, got[3].BreakerSettings)
 	}
 }
 

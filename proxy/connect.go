@@ -63,7 +63,7 @@ func connectRefusal(snap *snapshot, up *config.Upstream, host, port string) stri
 	if why := destinationRefusal(snap, host, port, up != nil); why != "" {
 		return why
 	}
-	if !snap.connectPorts[port] {
+	if up == nil && !snap.connectPorts[port] { // a classified route is on its own port
 		return "CONNECT port " + port + " is not allowed"
 	}
 	return ""

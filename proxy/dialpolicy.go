@@ -78,8 +78,15 @@ type dialPolicy struct {
 	own *atomic.Pointer[ownListeners] // set once the listeners are bound
 	// named holds "host:port" of every configured upstream and alias host
 	// and every [sidecar.resolve] key: hosts the operator put there.
-	named   map[string]bool
-	allowed func(host, port string) bool // allow_hosts
+	named map[string]bool
+	// allow holds the allow_hosts entries: "host" (any port) or "host:port".
+	allow map[string]bool
+}
+
+// allowListed reports whether allow (allow_hosts entries) names host, a
+// lower-case name, on any port or on port.
+func allowListed(allow map[string]bool, host, port string) bool {
+	return allow[host] || allow[net.JoinHostPort(host, port)]
 }
 
 // check returns nil, or why the dial is refused (wrapping
@@ -88,14 +95,14 @@ func (dp dialPolicy) check(host, port string, to netip.AddrPort) error {
 	if dp.own != nil && dp.own.Load().reaches(to) {
 		return fmt.Errorf("%s is one of the proxy's own listeners: %w", to, attempt.ErrForbiddenDestination)
 	}
-	allowed := dp.allowed != nil && dp.allowed(host, port)
+	host = strings.ToLower(host)
 	a := to.Addr().Unmap()
 	switch {
-	case allowed:
+	case allowListed(dp.allow, host, port):
 		return nil
 	case destination.Refused(a):
 		return fmt.Errorf("%s resolves to %s: %w", host, a, attempt.ErrForbiddenDestination)
-	case a.IsLoopback() && !dp.named[net.JoinHostPort(strings.ToLower(host), port)]:
+	case a.IsLoopback() && !dp.named[net.JoinHostPort(host, port)]:
 		return fmt.Errorf("%s resolves to the proxy's own machine (%s) and no upstream names it: %w",
 			host, a, attempt.ErrForbiddenDestination)
 	}

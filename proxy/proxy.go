@@ -53,7 +53,8 @@ type Proxy struct {
 	// request may be forwarded to.
 	own atomic.Pointer[ownListeners]
 	// learned holds the hosts learned from upstreams' redirects; keysMu
-	// serialises giving the breaker set its keys (reloads, new hosts).
+	// serialises giving the breaker set its keys (reloads, new hosts), and
+	// a reload stores its snapshot under it (syncBreakers).
 	learned *learnedHosts
 	keysMu  sync.Mutex
 	chain   *fallback.Chain
@@ -76,9 +77,12 @@ type Proxy struct {
 }
 
 // fixedSettings are the [sidecar] settings that belong to things built once
-// at start: the client-facing servers' idle timeout.
+// at start: the client-facing servers' idle timeout and the proxy
+// listener's connection limit. They are copied in New, so a reload before
+// Serve cannot change them either.
 type fixedSettings struct {
-	idleTimeout time.Duration
+	idleTimeout    time.Duration
+	maxConnections int
 }
 
 // New builds a Proxy from a validated configuration.
@@ -87,9 +91,10 @@ func New(cfg *config.Config, deps Deps) (*Proxy, error) {
 		deps.Now = time.Now
 	}
 	p := &Proxy{deps: deps, log: deps.Logger, now: deps.Now, started: deps.Now(), bufs: newCopyBufs(),
-		fixed: fixedSettings{idleTimeout: cfg.Sidecar.IdleTimeout}, learned: newLearnedHosts(deps.Now),
+		fixed:   fixedSettings{idleTimeout: cfg.Sidecar.IdleTimeout, maxConnections: cfg.Sidecar.MaxConnections},
+		learned: newLearnedHosts(deps.Now),
 		goneLog: newLineLimiter(deps.Now, time.Second, goneLogBurst)}
-	snap, err := newSnapshot(cfg, nil, &p.own)
+	snap, err := p.buildSnapshot(cfg, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -120,31 +125,27 @@ func New(cfg *config.Config, deps Deps) (*Proxy, error) {
 // order: each upstream's key (override key → format → global), then a key
 // per alias host of it (host key → upstream key → format → global).
 func keySettings(cfg *config.Config) []breakerstate.KeySettings {
-	seen := make(map[string]bool)
 	var out []breakerstate.KeySettings
-	for _, u := range cfg.Upstreams {
-		for _, h := range u.Hosts {
-			key := u.HostKey(h)
-			if seen[key] {
-				continue // per-format keys are shared by several upstreams
-			}
-			seen[key] = true
-			th := cfg.HostThresholds(key, u)
-			out = append(out, breakerstate.KeySettings{Key: key, Format: u.Format,
-				FailureThreshold: th.FailureThreshold, ResetTimeout: th.ResetTimeout,
-				ThresholdSource: th.FailureThresholdFrom, ResetTimeoutSource: th.ResetTimeoutFrom})
-		}
+	for _, b := range cfg.HostBreakers() {
+		out = append(out, keySetting(b.Key, b.Upstream.Format, b.BreakerSettings))
 	}
 	return out
 }
 
-// breakerKeys lists every breaker key of cfg, in config order.
-func breakerKeys(cfg *config.Config) []string {
-	var keys []string
-	for _, k := range keySettings(cfg) {
-		keys = append(keys, k.Key)
+// keySetting is one key's settings as the breaker set takes them.
+func keySetting(key, format string, bs config.BreakerSettings) breakerstate.KeySettings {
+	return breakerstate.KeySettings{Key: key, Format: format,
+		FailureThreshold: bs.FailureThreshold, ResetTimeout: bs.ResetTimeout,
+		ThresholdSource: bs.FailureThresholdFrom, ResetTimeoutSource: bs.ResetTimeoutFrom}
+}
+
+// keyNames lists the keys of keys, in order.
+func keyNames(keys []breakerstate.KeySettings) []string {
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = k.Key
 	}
-	return keys
+	return names
 }
 
 func (p *Proxy) buildFallback(cfg *config.Config) error {
@@ -160,11 +161,11 @@ func (p *Proxy) buildFallback(cfg *config.Config) error {
 			return fmt.Errorf("stale cache: %w", err)
 		}
 	}
-	// The token client's transport is only a default: every fetch goes
-	// through the requesting snapshot's transport.
-	tokens := fallback.NewTokenSource(fallback.TokenOptions{Client: &http.Client{
-		Transport: p.state.Load().transport, Timeout: 30 * time.Second}, Now: p.now, Breakers: p.breakers})
-	if p.throttles, err = throttle.New(p.now, breakerKeys(cfg), p.deps.Registry); err != nil {
+	// No client of its own: every token fetch goes through the requesting
+	// snapshot's transport (the fallback loop hands it to Token), bounded
+	// by the source's own fetch timeout.
+	tokens := fallback.NewTokenSource(fallback.TokenOptions{Now: p.now, Breakers: p.breakers})
+	if p.throttles, err = throttle.New(p.now, keyNames(keySettings(cfg)), p.deps.Registry); err != nil {
 		return err
 	}
 	p.chain, err = fallback.New(fallback.Options{Breakers: p.breakers, Sender: sender, Tokens: tokens,

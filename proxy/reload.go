@@ -16,13 +16,18 @@ import (
 // file that cannot be read).
 func (p *Proxy) Reload(cfg *config.Config) (needsRestart []string, err error) {
 	old := p.state.Load()
-	snap, err := newSnapshot(cfg, old, &p.own)
+	snap, err := p.buildSnapshot(cfg, old)
 	if err != nil {
-		p.metrics.reloads.WithLabelValues("error").Inc()
+		p.ReloadFailed()
 		return nil, fmt.Errorf("reload: %w", err)
 	}
-	p.syncBreakers(cfg)
+	// The breakers take the new keys and the snapshot goes in force under
+	// one hold of keysMu, so a host learned meanwhile is synced from either
+	// the old configuration before both or the new one after both.
+	p.keysMu.Lock()
+	p.syncBreakers(snap)
 	p.state.Store(snap)
+	p.keysMu.Unlock()
 	if snap.transport != old.transport {
 		// Requests still using the old transport keep their connections;
 		// idle ones would never be used again.
@@ -54,7 +59,8 @@ type restartSetting struct {
 //     opened by buildFallback;
 //   - idle_timeout: the client-facing servers (Serve, Handler, mitm.go),
 //     through p.fixed;
-//   - max_connections: the proxy listener's limit, set up in Serve;
+//   - max_connections: the proxy listener's limit, set up in Serve
+//     through p.fixed;
 //   - log_level, log_format: the process logger, built by main;
 //   - shared_state, shared_state_prefix, shared_state_password: the fleet
 //     connection, made by startShared.

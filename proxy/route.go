@@ -4,7 +4,6 @@ import (
 	"net/url"
 
 	"github.com/nora-breaker/nora-breaker/breakerstate"
-	"github.com/nora-breaker/nora-breaker/config"
 )
 
 // routeOf classifies u under snap: the configured table first, then the
@@ -42,51 +41,39 @@ func (p *Proxy) learnedRoute(snap *snapshot, host, port string) route {
 // host gets its breaker.
 func (p *Proxy) onRedirect(upstreamKey string, target *url.URL) {
 	if p.learned.learn(upstreamKey, target) {
-		p.syncBreakers(p.state.Load().cfg)
+		p.keysMu.Lock()
+		defer p.keysMu.Unlock()
+		p.syncBreakers(p.state.Load())
 	}
 }
 
 // syncBreakers gives the breaker set (and the throttle gauge) every key of
-// cfg plus one per learned host.
-func (p *Proxy) syncBreakers(cfg *config.Config) {
-	p.keysMu.Lock()
-	defer p.keysMu.Unlock()
-	keys := p.allKeySettings(cfg)
-	p.breakers.Reconfigure(cfg.CircuitBreaker.Enabled, keys)
-	names := make([]string, len(keys))
-	for i, k := range keys {
-		names[i] = k.Key
-	}
-	p.throttles.SetKeys(names)
+// snap's configuration plus one per learned host. Callers hold keysMu, and
+// snap is the snapshot in force under it (or, in Reload, the one stored
+// before keysMu is released): since a reload stores its snapshot under
+// keysMu too, no sync can reconfigure the set from a configuration that a
+// reload has already replaced.
+func (p *Proxy) syncBreakers(snap *snapshot) {
+	keys := p.allKeySettings(snap)
+	p.breakers.Reconfigure(snap.cfg.CircuitBreaker.Enabled, keys)
+	p.throttles.SetKeys(keyNames(keys))
 }
 
-// allKeySettings is keySettings(cfg) plus the learned hosts' keys, whose
-// settings are looked up like any alias host's.
-func (p *Proxy) allKeySettings(cfg *config.Config) []breakerstate.KeySettings {
-	keys := keySettings(cfg)
-	if p.learned == nil {
-		return keys
-	}
-	byKey := map[string]*config.Upstream{}
-	for _, u := range cfg.Upstreams {
-		if _, ok := byKey[u.Key]; !ok {
-			byKey[u.Key] = u
-		}
-	}
+// allKeySettings is keySettings of snap's configuration plus the learned
+// hosts' keys, whose settings are looked up like any alias host's.
+func (p *Proxy) allKeySettings(snap *snapshot) []breakerstate.KeySettings {
+	keys := keySettings(snap.cfg)
 	seen := map[string]bool{}
 	for _, k := range keys {
 		seen[k.Key] = true
 	}
 	for _, h := range p.learned.current() {
-		u := byKey[h.upstream]
+		u := snap.table.byKey[h.upstream]
 		if u == nil || seen[h.key()] {
 			continue
 		}
 		seen[h.key()] = true
-		th := cfg.HostThresholds(h.key(), u)
-		keys = append(keys, breakerstate.KeySettings{Key: h.key(), Format: u.Format,
-			FailureThreshold: th.FailureThreshold, ResetTimeout: th.ResetTimeout,
-			ThresholdSource: th.FailureThresholdFrom, ResetTimeoutSource: th.ResetTimeoutFrom})
+		keys = append(keys, keySetting(h.key(), u.Format, snap.cfg.HostThresholds(h.key(), u)))
 	}
 	return keys
 }

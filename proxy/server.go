@@ -26,14 +26,13 @@ const (
 // stops accepting, lets in-flight requests finish (up to shutdownGrace),
 // commits complete stale writes and returns.
 func (p *Proxy) Serve(ctx context.Context, proxyLn, adminLn net.Listener) error {
-	cfg := p.Config()
 	// From here on no request may reach these two ports on this machine.
 	p.own.Store(newOwnListeners(interfaceAddrs(), proxyLn.Addr(), adminLn.Addr()))
 	errLog := log.New(zerologWriter{p.log}, "", 0)
 	proxySrv := &http.Server{
 		Handler:           p.Handler(),
 		ReadHeaderTimeout: readHeaderTimeout,
-		IdleTimeout:       cfg.Sidecar.IdleTimeout,
+		IdleTimeout:       p.fixed.idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          errLog,
 	}
@@ -42,17 +41,17 @@ func (p *Proxy) Serve(ctx context.Context, proxyLn, adminLn net.Listener) error 
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       cfg.Sidecar.IdleTimeout,
+		IdleTimeout:       p.fixed.idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          errLog,
 	}
-	limited := newLimitListener(proxyLn, cfg.Sidecar.MaxConnections, p.fixed.idleTimeout)
+	limited := newLimitListener(proxyLn, p.fixed.maxConnections, p.fixed.idleTimeout)
 	errc := make(chan error, 2)
 	go func() { errc <- serveUntilClosed(proxySrv, limited) }()
 	go func() { errc <- serveUntilClosed(adminSrv, adminLn) }()
 	p.log.Info().Str("listen", proxyLn.Addr().String()).Str("admin", adminLn.Addr().String()).
 		Bool("interception", p.ca != nil).Bool("circuit_breaker", p.breakers.Enabled()).
-		Int("upstreams", len(cfg.Upstreams)).Msg("nora-breaker serving")
+		Int("upstreams", len(p.Config().Upstreams)).Msg("nora-breaker serving")
 
 	var runErr error
 	select {

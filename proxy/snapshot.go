@@ -19,11 +19,10 @@ import (
 type snapshot struct {
 	cfg   *config.Config
 	table *upstreamTable
-	// allowHosts holds allow_hosts entries, lower-cased: "host" (any port)
-	// or "host:port".
-	allowHosts map[string]bool
 	// connectPorts are the ports a CONNECT may name: 443, the ports of the
-	// configured upstreams and those named in allow_hosts.
+	// configured upstreams' hosts (URL hosts and alias hosts, as the table
+	// classifies them) and those named in allow_hosts. A learned host's
+	// route is classified, which allows its own port (connectRefusal).
 	connectPorts map[string]bool
 	// hostOfKey names, for every breaker key, the host it admits and the
 	// upstream that host belongs to (for /breakers and the status page).
@@ -34,7 +33,12 @@ type snapshot struct {
 	// the kind keeps the pooled upstream connections.
 	transport *http.Transport
 	dial      *dialer // the transport's dialer, also used for tunnels
-	upstream  upstreamSettings
+	// upstream holds the settings transport was built from, allow_hosts
+	// among them (hostAllowed reads it).
+	upstream upstreamSettings
+	// fallback is what the fallback loop decides requests under (set by
+	// buildSnapshot; zero in a snapshot built alone).
+	fallback fallback.Settings
 }
 
 // keyHost is what a breaker key stands for.
@@ -46,48 +50,57 @@ type keyHost struct{ host, upstream string }
 // build a snapshot alone).
 func newSnapshot(cfg *config.Config, prev *snapshot, own *atomic.Pointer[ownListeners]) (*snapshot, error) {
 	s := &snapshot{cfg: cfg, table: newTable(cfg.Upstreams),
-		allowHosts: make(map[string]bool), connectPorts: map[string]bool{"443": true},
-		hostOfKey: make(map[string]keyHost)}
+		connectPorts: map[string]bool{"443": true},
+		hostOfKey:    make(map[string]keyHost)}
 	for _, u := range cfg.Upstreams {
-		_, port := hostPort(u.URL)
-		s.connectPorts[port] = true
-		for i, h := range u.Hosts {
-			if i == 0 {
-				h = u.URL.Host
-			}
-			if _, seen := s.hostOfKey[u.HostKey(u.Hosts[i])]; !seen {
-				s.hostOfKey[u.HostKey(u.Hosts[i])] = keyHost{host: h, upstream: u.Key}
-			}
+		for _, h := range u.Hosts {
+			_, port, _ := net.SplitHostPort(hostPortOf(u, h))
+			s.connectPorts[port] = true
 		}
 	}
-	for _, a := range cfg.Sidecar.AllowHosts {
-		a = strings.ToLower(a)
-		s.allowHosts[a] = true
+	for _, b := range cfg.HostBreakers() {
+		host := b.Host
+		if host == b.Upstream.Hosts[0] {
+			host = b.Upstream.URL.Host // the URL host is shown with its port
+		}
+		s.hostOfKey[b.Key] = keyHost{host: host, upstream: b.Upstream.Key}
+	}
+	s.upstream = upstreamSettingsOf(cfg, s.table)
+	for a := range s.upstream.allow {
 		if _, port, err := net.SplitHostPort(a); err == nil {
 			s.connectPorts[port] = true
 		}
 	}
-	s.upstream = upstreamSettingsOf(cfg)
 	if prev != nil && prev.upstream.equal(s.upstream) {
 		s.transport, s.dial = prev.transport, prev.dial
 		return s, nil
 	}
 	var err error
-	s.transport, s.dial, err = newTransport(s.upstream, s.hostAllowed, own)
+	s.transport, s.dial, err = newTransport(s.upstream, own)
 	return s, err
 }
 
 // hostAllowed reports whether host (and port) is listed in allow_hosts.
 func (s *snapshot) hostAllowed(host, port string) bool {
-	host = strings.ToLower(host)
-	return s.allowHosts[host] || s.allowHosts[net.JoinHostPort(host, port)]
+	return allowListed(s.upstream.allow, strings.ToLower(host), port)
+}
+
+// buildSnapshot is newSnapshot for p: it also fixes the settings the
+// fallback loop decides the snapshot's requests under, once, instead of on
+// every request.
+func (p *Proxy) buildSnapshot(cfg *config.Config, prev *snapshot) (*snapshot, error) {
+	s, err := newSnapshot(cfg, prev, &p.own)
+	if err != nil {
+		return nil, err
+	}
+	sc := cfg.Sidecar
+	s.fallback = fallback.Settings{Transport: s.transport, StaleMode: sc.StaleAuthenticated,
+		CredentialHeaders: sc.CredentialHeaders,
+		KeyOf:             func(u *url.URL) string { return p.routeOf(s, u).Key },
+		ThrottleDefault:   sc.ThrottleDefault}
+	return s, nil
 }
 
 // fallbackSettings are the settings the fallback loop decides a request
 // under: snap's, with routes that see the learned hosts too.
-func (p *Proxy) fallbackSettings(snap *snapshot) fallback.Settings {
-	return fallback.Settings{Transport: snap.transport, StaleMode: snap.cfg.Sidecar.StaleAuthenticated,
-		CredentialHeaders: snap.cfg.Sidecar.CredentialHeaders,
-		KeyOf:             func(u *url.URL) string { return p.routeOf(snap, u).Key },
-		ThrottleDefault:   snap.cfg.Sidecar.ThrottleDefault}
-}
+func (p *Proxy) fallbackSettings(snap *snapshot) fallback.Settings { return snap.fallback }

@@ -8,54 +8,58 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/nora-breaker/nora-breaker/config"
 )
 
-// upstreamSettings are the [sidecar] settings the upstream transport is
-// built from. A reload that changes any of them builds a new transport for
-// the requests that arrive after it; requests in flight finish on the old
-// one, whose idle connections are then closed.
+// upstreamSettings are the settings the upstream transport and its dialer
+// are built from. A reload that changes any of them builds a new transport
+// for the requests that arrive after it; requests in flight finish on the
+// old one, whose idle connections are then closed. They are plain data, so
+// a later snapshot that reuses the transport shares nothing else with the
+// snapshot that built it.
 type upstreamSettings struct {
 	upstreamCA          string
 	dialTimeout         time.Duration
 	tlsHandshakeTimeout time.Duration
 	resolve             map[string]string // "host:port" (lower-case host) → "ip:port"
-	allowHosts          []string          // exempt from the metadata-address refusal
-	named               map[string]bool   // hosts upstreams and resolve name (may reach loopback)
+	// allow holds the allow_hosts entries ("host": any port, or
+	// "host:port"; lower-case), exempt from the metadata-address refusal.
+	allow map[string]bool
+	named map[string]bool // hosts upstreams and resolve name (may reach loopback)
 	// maxConnsPerHost bounds dialing, active and idle connections to one
 	// host together. Just after a reload that changes it the old transport's
 	// connections still count on their own, until they finish.
 	maxConnsPerHost int
 }
 
-func upstreamSettingsOf(cfg *config.Config) upstreamSettings {
+// upstreamSettingsOf takes the transport's settings from cfg, whose host
+// names config has already lower-cased (allow_hosts, resolve keys, upstream
+// hosts), and t, the table built from it.
+func upstreamSettingsOf(cfg *config.Config, t *upstreamTable) upstreamSettings {
 	sc := cfg.Sidecar
-	resolve := make(map[string]string, len(sc.Resolve))
-	for k, v := range sc.Resolve {
-		resolve[strings.ToLower(k)] = v
+	allow := make(map[string]bool, len(sc.AllowHosts))
+	for _, a := range sc.AllowHosts {
+		allow[a] = true
 	}
 	return upstreamSettings{upstreamCA: sc.UpstreamCA, dialTimeout: sc.DialTimeout,
-		tlsHandshakeTimeout: sc.TLSHandshakeTimeout, resolve: resolve, allowHosts: slices.Clone(sc.AllowHosts),
-		maxConnsPerHost: sc.MaxUpstreamConnsPerHost, named: namedHosts(cfg, resolve)}
+		tlsHandshakeTimeout: sc.TLSHandshakeTimeout, resolve: sc.Resolve, allow: allow,
+		maxConnsPerHost: sc.MaxUpstreamConnsPerHost, named: namedHosts(t, sc.Resolve)}
 }
 
-// namedHosts are the "host:port" the configuration names: every upstream's
-// URL host and alias hosts, and every [sidecar.resolve] key.
-func namedHosts(cfg *config.Config, resolve map[string]string) map[string]bool {
-	named := map[string]bool{}
-	for _, u := range cfg.Upstreams {
-		for _, h := range u.Hosts {
-			named[hostPortOf(u, h)] = true
-		}
+// namedHosts are the "host:port" the configuration names: every host the
+// table classifies (upstreams' URL hosts and alias hosts) and every
+// [sidecar.resolve] key.
+func namedHosts(t *upstreamTable, resolve map[string]string) map[string]bool {
+	named := make(map[string]bool, len(t.byHost)+len(resolve))
+	for hp := range t.byHost {
+		named[hp] = true
 	}
 	for k := range resolve {
 		if host, port, err := net.SplitHostPort(k); err == nil {
-			named[net.JoinHostPort(strings.ToLower(host), port)] = true
+			named[net.JoinHostPort(host, port)] = true
 		}
 	}
 	return named
@@ -64,13 +68,13 @@ func namedHosts(cfg *config.Config, resolve map[string]string) map[string]bool {
 func (a upstreamSettings) equal(b upstreamSettings) bool {
 	return a.upstreamCA == b.upstreamCA && a.dialTimeout == b.dialTimeout &&
 		a.tlsHandshakeTimeout == b.tlsHandshakeTimeout && maps.Equal(a.resolve, b.resolve) &&
-		slices.Equal(a.allowHosts, b.allowHosts) && a.maxConnsPerHost == b.maxConnsPerHost && maps.Equal(a.named, b.named)
+		maps.Equal(a.allow, b.allow) && a.maxConnsPerHost == b.maxConnsPerHost && maps.Equal(a.named, b.named)
 }
 
 // newTransport builds the transport every upstream attempt goes through
 // (TLS verified against the system roots plus upstream_ca, never the
 // environment's proxy) and the dialer it and every tunnel dial with.
-func newTransport(s upstreamSettings, allowed func(host, port string) bool, own *atomic.Pointer[ownListeners]) (*http.Transport, *dialer, error) {
+func newTransport(s upstreamSettings, own *atomic.Pointer[ownListeners]) (*http.Transport, *dialer, error) {
 	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12}
 	if s.upstreamCA != "" {
 		pem, err := os.ReadFile(s.upstreamCA)
@@ -87,7 +91,7 @@ func newTransport(s upstreamSettings, allowed func(host, port string) bool, own 
 		tlsConf.RootCAs = pool
 	}
 	d := &dialer{timeout: s.dialTimeout, resolve: s.resolve,
-		policy: dialPolicy{own: own, named: s.named, allowed: allowed}}
+		policy: dialPolicy{own: own, named: s.named, allow: s.allow}}
 	return &http.Transport{
 		// Never the environment's proxy: in a pod HTTPS_PROXY points at us.
 		Proxy:               nil,
