@@ -86,7 +86,7 @@ func (p *Proxy) serve(req *http.Request, cs *connectState, snap *snapshot, rec *
 		return p.forwardUnclassified(req, snap, rec)
 	}
 	res := p.chain.Serve(fallback.Request{Client: req, Addressed: m.Upstream, HostKey: m.Key, Rel: m.Rel,
-		Candidates: snap.table.Candidates(m), Settings: p.fallbackSettings(snap)})
+		Candidates: snap.table.Candidates(m), Settings: snap.fallback})
 	rec.apply(res)
 	return res.Resp
 }

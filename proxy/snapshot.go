@@ -100,7 +100,3 @@ func (p *Proxy) buildSnapshot(cfg *config.Config, prev *snapshot) (*snapshot, er
 		ThrottleDefault:   sc.ThrottleDefault}
 	return s, nil
 }
-
-// fallbackSettings are the settings the fallback loop decides a request
-// under: snap's, with routes that see the learned hosts too.
-func (p *Proxy) fallbackSettings(snap *snapshot) fallback.Settings { return snap.fallback }
