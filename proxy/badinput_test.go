@@ -47,9 +47,12 @@ func newBiEnv(t *testing.T) *biEnv {
 		io.WriteString(w, "plain")
 	})
 	// The plain origin is no upstream: allow_hosts lets the proxy reach it.
-	e.ix = newIxInterceptWith(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "jar") },
-		allowHostsLine(e.plain))
+	// allow_hosts names all of 127.0.0.1 too, so that the loopback rule
+	// refuses none of the proxy's own ports: the own-listener check is the
+	// only one left that can (the matrix's "own port" rows).
 	e.plainHost = strings.TrimPrefix(e.plain.URL, "http://")
+	e.ix = newIxInterceptWith(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "jar") },
+		fmt.Sprintf("allow_hosts = [%q, \"127.0.0.1\"]", e.plainHost))
 	e.target = strings.TrimPrefix(e.ix.up.URL, "https://")
 	return e
 }
