@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"os"
 	"path/filepath"
 	"slices"
@@ -410,20 +411,32 @@ func TestAbandonedRequestsDialWithinBound(t *testing.T) {
 	// so only the upstream bound can hold the dials back.
 	c := proxyClient(t, tp, ca)
 	c.Transport.(*http.Transport).TLSClientConfig.Time = tp.Clock.Now
-	var wg sync.WaitGroup
+	// Each client gives up once every request has been written to the
+	// proxy and a dial has reached the black hole: by then an unbounded
+	// transport is dialing for each of them.
+	ctx, giveUp := context.WithCancel(context.Background())
+	defer giveUp()
+	var wg, written sync.WaitGroup
 	for i := 0; i < 40; i++ {
 		wg.Add(1)
+		written.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-			defer cancel()
-			req, _ := http.NewRequestWithContext(ctx, "GET", up.srv.URL+"/maven2/x.jar", nil)
-			if resp, err := c.Do(req); err == nil {
+			var once sync.Once
+			trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { once.Do(written.Done) }}
+			req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), "GET", up.srv.URL+"/maven2/x.jar", nil)
+			resp, err := c.Do(req)
+			once.Do(written.Done) // a request that failed before it was written
+			if err == nil {
 				resp.Body.Close()
 				t.Errorf("a request to a black hole was answered %d", resp.StatusCode)
 			}
 		}()
 	}
+	written.Wait()
+	// Without a dial the bound below would hold trivially.
+	pollUntil(t, 10*time.Second, func() bool { return accepted.Load() >= 1 })
+	giveUp()
 	wg.Wait()
 	if n := accepted.Load(); n > bound {
 		t.Fatalf("40 abandoned requests opened %d upstream connections, bound %d", n, bound)
