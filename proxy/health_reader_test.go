@@ -67,7 +67,16 @@ idle_timeout = %q
 // buffer. roots, when set, are the only trusted roots.
 func smallReadClient(t *testing.T, tp *testProxy, roots *tls.Config) *http.Client {
 	t.Helper()
-	d := &net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
+	tr := &http.Transport{Proxy: http.ProxyURL(tp.URL), DialContext: smallReadDialer().DialContext,
+		DisableCompression: true, TLSClientConfig: roots}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+// smallReadDialer dials connections with a small receive buffer (set before
+// the connect, so the window is small from the start).
+func smallReadDialer() *net.Dialer {
+	return &net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
 		var serr error
 		err := rc.Control(func(fd uintptr) {
 			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, smallBuffers)
@@ -77,10 +86,6 @@ func smallReadClient(t *testing.T, tp *testProxy, roots *tls.Config) *http.Clien
 		}
 		return serr
 	}}
-	tr := &http.Transport{Proxy: http.ProxyURL(tp.URL), DialContext: d.DialContext, DisableCompression: true,
-		TLSClientConfig: roots}
-	t.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tr}
 }
 
 // bigBody serves n bytes as fast as the connection takes them.
