@@ -144,18 +144,7 @@ func biInner(t *testing.T, e *biEnv, payload []byte, within time.Duration) biRes
 // closed when the test ends.
 func biTLSInTunnel(t *testing.T, e *biEnv) *tls.Conn {
 	t.Helper()
-	resp, conn, _ := ixRawConnect(t, e.ix.tp, e.target)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("CONNECT: %d", resp.StatusCode)
-	}
-	tc := tls.Client(conn, &tls.Config{RootCAs: e.ix.ca, ServerName: "127.0.0.1",
-		Time: e.ix.tp.Clock.Now, NextProtos: []string{"http/1.1"}})
-	t.Cleanup(func() { tc.Close() })
-	tc.SetDeadline(time.Now().Add(10 * time.Second))
-	if err := tc.Handshake(); err != nil {
-		t.Fatalf("TLS inside the tunnel: %v", err)
-	}
-	return tc
+	return ixTLSInTunnel(t, e.ix.tp, e.ix.ca, e.target, "http/1.1")
 }
 
 // biClientHello returns the first flight of a real TLS client.
@@ -319,10 +308,8 @@ func TestBadInputMatrix(t *testing.T) {
 		})
 		t.Run("slow head inside the tunnel", func(t *testing.T) {
 			t.Parallel()
-			_, conn, _ := ixRawConnect(t, e.ix.tp, e.target)
-			tc := tls.Client(conn, &tls.Config{RootCAs: e.ix.ca, ServerName: "127.0.0.1",
-				Time: e.ix.tp.Clock.Now, NextProtos: []string{"http/1.1"}})
-			defer tc.Close()
+			tc := biTLSInTunnel(t, e)
+			_ = tc.SetDeadline(time.Time{}) // biSlowHead sets its own, past the header timeout
 			biWantCutAtHeaderTimeout(t, biSlowHead(t, tc, "GET /maven2/x.jar HTTP/1.1\r\nX-Slow: "))
 		})
 	})

@@ -13,7 +13,6 @@ import (
 	"net/http/httptest"
 	"net/http/httptrace"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -24,8 +23,6 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
-
-	"github.com/nora-breaker/nora-breaker/certs"
 )
 
 // The HTTP/2 rapid-reset test: clients that open a stream and reset it at
@@ -86,19 +83,9 @@ func (c *rrLogCount) Write(p []byte) (int, error) {
 
 // rrProxy is an intercepting proxy in front of up.
 func rrProxy(t *testing.T, up *rrUpstream, logs *rrLogCount) (*testProxy, *x509.CertPool) {
-	certPath, keyPath, err := certs.Init(filepath.Join(t.TempDir(), "ca"), newFakeClock().Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	extra := fmt.Sprintf("[sidecar]\nca_cert = %q\nca_key = %q\nupstream_ca = %q\nmax_upstream_conns_per_host = %d\n",
-		certPath, keyPath, writeUpstreamCA(t, up.srv), rrBound)
+	lines, pool := interceptCA(t, up.srv)
+	extra := fmt.Sprintf("[sidecar]\n%smax_upstream_conns_per_host = %d\n", lines, rrBound)
 	tp := ixServe(t, ixMaven(up.srv.URL, true, extra), zerolog.New(logs).Level(zerolog.InfoLevel))
-	pemBytes, err := os.ReadFile(certPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pemBytes)
 	return tp, pool
 }
 
@@ -397,16 +384,9 @@ func TestAbandonedRequestsDialWithinBound(t *testing.T) {
 		}
 	}()
 	up := &rrUpstream{srv: &httptest.Server{Listener: hole, URL: "https://" + hole.Addr().String()}}
-	certPath, keyPath, err := certs.Init(filepath.Join(t.TempDir(), "ca"), newFakeClock().Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	extra := fmt.Sprintf("[sidecar]\nca_cert = %q\nca_key = %q\nmax_upstream_conns_per_host = %d\n",
-		certPath, keyPath, bound)
-	tp := newTestProxy(t, ixMaven(up.srv.URL, true, extra), nil)
-	pemBytes, _ := os.ReadFile(certPath)
-	ca := x509.NewCertPool()
-	ca.AppendCertsFromPEM(pemBytes)
+	lines, ca := interceptCA(t, nil)
+	tp := newTestProxy(t, ixMaven(up.srv.URL, true, fmt.Sprintf("[sidecar]\n%smax_upstream_conns_per_host = %d\n",
+		lines, bound)), nil)
 	// HTTP/1.1 inside the tunnels: each request its own client connection,
 	// so only the upstream bound can hold the dials back.
 	c := proxyClient(t, tp, ca)
@@ -453,23 +433,9 @@ func TestInterceptedH2StreamBound(t *testing.T) {
 		want    uint32
 	}{{"", 100}, {"max_upstream_conns_per_host = 16\n", 16}} {
 		up := newRRUpstream(t, true)
-		certPath, keyPath, err := certs.Init(filepath.Join(t.TempDir(), "ca"), newFakeClock().Now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tp := newTestProxy(t, ixMaven(up.srv.URL, true, fmt.Sprintf("[sidecar]\nca_cert = %q\nca_key = %q\n%s",
-			certPath, keyPath, tc.perHost)), nil)
-		pemBytes, _ := os.ReadFile(certPath)
-		ca := x509.NewCertPool()
-		ca.AppendCertsFromPEM(pemBytes)
-		target := strings.TrimPrefix(up.srv.URL, "https://")
-		resp, conn, _ := ixRawConnect(t, tp, target)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("CONNECT: %d", resp.StatusCode)
-		}
-		tlsConn := tls.Client(conn, &tls.Config{RootCAs: ca, ServerName: "127.0.0.1", Time: tp.Clock.Now,
-			NextProtos: []string{"h2"}})
-		_ = tlsConn.SetDeadline(time.Now().Add(10 * time.Second))
+		lines, ca := interceptCA(t, nil)
+		tp := newTestProxy(t, ixMaven(up.srv.URL, true, "[sidecar]\n"+lines+tc.perHost), nil)
+		tlsConn := ixTLSInTunnel(t, tp, ca, strings.TrimPrefix(up.srv.URL, "https://"), "h2")
 		if _, err := io.WriteString(tlsConn, http2.ClientPreface); err != nil {
 			t.Fatal(err)
 		}
