@@ -417,15 +417,6 @@ func TestFramingStopsAfterProtocolSwitch(t *testing.T) {
 		host := strings.TrimPrefix(other.URL, "http://")
 		relay(t, conn, "GET "+other.URL+"/ws HTTP/1.1\r\nHost: "+host+"\r\n"+head)
 	})
-	t.Run("CONNECT inside an intercepted tunnel", func(t *testing.T) {
-		tc := biTLSInTunnel(t, e)
-		_ = tc.SetDeadline(time.Now().Add(10 * time.Second))
-		io.WriteString(tc, "CONNECT other.example:443 HTTP/1.1\r\nHost: other.example:443\r\n\r\n")
-		resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
-		if err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
-			t.Fatalf("nested CONNECT: %v %v, want 405", resp, err)
-		}
-	})
 }
 
 // TestRawAnswerIsWellFormed: the answers written straight to a connection

@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strconv"
-	"sync/atomic"
 	"testing"
 
 	"github.com/nora-breaker/nora-breaker/breakerstate"
@@ -99,25 +97,15 @@ func TestHealthBodylessAnswersThroughFallback(t *testing.T) {
 // TestHealthBodylessAnswersFromStale: with the upstream down, a HEAD is
 // answered from the stored GET: its headers and length, no body.
 func TestHealthBodylessAnswersFromStale(t *testing.T) {
-	var down atomic.Bool
-	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		if down.Load() {
-			http.Error(w, "down", http.StatusBadGateway)
-			return
-		}
-		bodylessHandler(w, r)
-	})
-	base := up.URL + "/m2"
-	tp := newTestProxy(t, staleModeConfig(base, filepath.Join(t.TempDir(), "stale"), "isolate"), nil)
-	c := proxyClient(t, tp, nil)
-	url := base + "/lib/hello/1/hello-1.pom"
-	if resp, _ := fbGet(t, c, url); resp.StatusCode != 200 {
+	e := newStaleEnv(t, bodylessHandler)
+	url := e.base + "/lib/hello/1/hello-1.pom"
+	if resp, _ := fbGet(t, e.c, url); resp.StatusCode != 200 {
 		t.Fatalf("priming GET: %d", resp.StatusCode)
 	}
-	fbWaitStored(t, tp, "maven", url, nil)
-	down.Store(true)
+	fbWaitStored(t, e.tp, "maven", url, nil)
+	e.down.Store(true)
 	for i := range 10 {
-		resp, body := ixDo(t, c, http.MethodHead, url, nil)
+		resp, body := ixDo(t, e.c, http.MethodHead, url, nil)
 		if resp.StatusCode != 200 || resp.ContentLength != manifestLength || body != "" ||
 			resp.Header.Get("X-Nora-Stale") != "true" {
 			t.Fatalf("stale HEAD %d: %d length %d headers %v", i, resp.StatusCode, resp.ContentLength, resp.Header)

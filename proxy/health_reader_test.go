@@ -3,14 +3,11 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	neturl "net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,7 +17,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nora-breaker/nora-breaker/breakerstate"
-	"github.com/nora-breaker/nora-breaker/certs"
 )
 
 // A client that reads slowly, pauses, or stops reading says nothing about
@@ -67,7 +63,16 @@ idle_timeout = %q
 // buffer. roots, when set, are the only trusted roots.
 func smallReadClient(t *testing.T, tp *testProxy, roots *tls.Config) *http.Client {
 	t.Helper()
-	d := &net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
+	tr := &http.Transport{Proxy: http.ProxyURL(tp.URL), DialContext: smallReadDialer().DialContext,
+		DisableCompression: true, TLSClientConfig: roots}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+// smallReadDialer dials connections with a small receive buffer (set before
+// the connect, so the window is small from the start).
+func smallReadDialer() *net.Dialer {
+	return &net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
 		var serr error
 		err := rc.Control(func(fd uintptr) {
 			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, smallBuffers)
@@ -77,10 +82,6 @@ func smallReadClient(t *testing.T, tp *testProxy, roots *tls.Config) *http.Clien
 		}
 		return serr
 	}}
-	tr := &http.Transport{Proxy: http.ProxyURL(tp.URL), DialContext: d.DialContext, DisableCompression: true,
-		TLSClientConfig: roots}
-	t.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tr}
 }
 
 // bigBody serves n bytes as fast as the connection takes them.
@@ -265,31 +266,14 @@ const slowIdle = 3 * time.Second
 func interceptedReaderEnv(t *testing.T, h2 bool) readerEnv {
 	bodies := newServedBodies()
 	up := newTLSUpstream(t, bodies.ServeHTTP)
-	certPath, keyPath, err := certs.Init(filepath.Join(t.TempDir(), "ca"), newFakeClock().Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	extra := fmt.Sprintf("ca_cert = %q\nca_key = %q\nupstream_ca = %q\n", certPath, keyPath, writeUpstreamCA(t, up.Server))
+	extra, pool := interceptCA(t, up.Server)
 	cfg := loadTestConfig(t, slowReaderConfig(up.URL, slowIdle.String(), extra), nil)
 	tp := startProxyWrapped(t, cfg, zerolog.Nop(), func(ln net.Listener) net.Listener { return smallSendListener{ln} })
-	pemBytes, err := os.ReadFile(certPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tlsConf := &tls.Config{RootCAs: newPool(t, pemBytes), Time: tp.Clock.Now, NextProtos: []string{"http/1.1"}}
+	tlsConf := &tls.Config{RootCAs: pool, Time: tp.Clock.Now, NextProtos: []string{"http/1.1"}}
 	client := smallReadClient(t, tp, tlsConf)
 	if h2 {
 		tlsConf.NextProtos = []string{"h2"}
 		client.Transport.(*http.Transport).ForceAttemptHTTP2 = true
 	}
 	return readerEnv{tp: tp, bodies: bodies, client: client, url: up.URL + "/pkg/-/pkg-1.tgz", key: "npm:" + up.URL}
-}
-
-func newPool(t *testing.T, pemBytes []byte) *x509.CertPool {
-	t.Helper()
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pemBytes) {
-		t.Fatal("CA PEM not parsed")
-	}
-	return pool
 }

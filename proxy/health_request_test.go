@@ -3,7 +3,6 @@ package proxy
 import (
 	"bufio"
 	"bytes"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -61,12 +60,7 @@ func TestHealthBrokenRequestBodyPlain(t *testing.T) {
 	host := strings.TrimPrefix(up.URL, "http://")
 	for _, method := range []string{"POST", "GET"} {
 		for i := range 10 {
-			conn, err := net.Dial("tcp", tp.URL.Host)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp := exchangeOn(t, conn, brokenChunked(method, up.URL+"/maven2/x.jar", host))
-			conn.Close()
+			resp, _ := ixRaw(t, tp, brokenChunked(method, up.URL+"/maven2/x.jar", host))
 			if resp.StatusCode != http.StatusBadRequest {
 				t.Fatalf("%s %d: %d, want 400", method, i, resp.StatusCode)
 			}
@@ -85,9 +79,7 @@ func TestHealthBrokenRequestBodyIntercepted(t *testing.T) {
 	target := strings.TrimPrefix(ix.up.URL, "https://")
 	t.Run("h1 broken chunked body", func(t *testing.T) {
 		for i := range 10 {
-			_, conn, _ := ixRawConnect(t, ix.tp, target)
-			tc := tls.Client(conn, &tls.Config{RootCAs: ix.ca, ServerName: "127.0.0.1", Time: ix.tp.Clock.Now,
-				NextProtos: []string{"http/1.1"}})
+			tc := ixTLSInTunnel(t, ix.tp, ix.ca, target, "http/1.1")
 			resp := exchangeOn(t, tc, brokenChunked("POST", "/maven2/x.jar", target))
 			tc.Close()
 			if resp.StatusCode != http.StatusBadRequest {
@@ -112,11 +104,8 @@ func TestHealthBrokenRequestBodyIntercepted(t *testing.T) {
 // the answer's status, or 0 if the proxy reset the stream instead.
 func h2ShortBody(t *testing.T, ix *ixIntercept, target string) int {
 	t.Helper()
-	_, conn, _ := ixRawConnect(t, ix.tp, target)
-	tc := tls.Client(conn, &tls.Config{RootCAs: ix.ca, ServerName: "127.0.0.1", Time: ix.tp.Clock.Now,
-		NextProtos: []string{"h2"}})
+	tc := ixTLSInTunnel(t, ix.tp, ix.ca, target, "h2")
 	defer tc.Close()
-	_ = tc.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.WriteString(tc, http2.ClientPreface); err != nil {
 		t.Fatal(err)
 	}

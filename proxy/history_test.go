@@ -125,6 +125,9 @@ func TestBreakersHistoryEndpoint(t *testing.T) {
 	tp.Clock.Advance(11 * time.Second)
 	ixDo(t, c, "GET", dead+"/m2/a.pom", nil) // the probe, refused again
 	ixAdmin(t, tp, "POST", "/breakers/force?key="+npm+"&state=open", "")
+	if resp, body := ixAdmin(t, tp, "POST", "/breakers/force?key="+npm+"&state=auto", ""); resp.StatusCode != 200 {
+		t.Fatalf("release: %d %s", resp.StatusCode, body)
+	}
 	resp, body := ixAdmin(t, tp, "GET", "/breakers/history", "")
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("/breakers/history: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
@@ -135,6 +138,7 @@ func TestBreakersHistoryEndpoint(t *testing.T) {
 	}
 	type step struct{ key, from, to, why string }
 	want := []step{
+		{npm, "open", "closed", "forced"},
 		{npm, "closed", "open", "forced"},
 		{deadKey, "half_open", "open", "probe failed"},
 		{deadKey, "open", "half_open", "probe due"},
@@ -148,7 +152,7 @@ func TestBreakersHistoryEndpoint(t *testing.T) {
 			t.Errorf("entry %d: %+v, want %+v", i, got, w)
 		}
 	}
-	if !hist[3].At.Equal(tp.Clock.Now().Add(-11*time.Second)) || hist[3].FailureCount != 7 {
-		t.Errorf("threshold entry: at %v count %d", hist[3].At, hist[3].FailureCount)
+	if !hist[4].At.Equal(tp.Clock.Now().Add(-11*time.Second)) || hist[4].FailureCount != 7 {
+		t.Errorf("threshold entry: at %v count %d", hist[4].At, hist[4].FailureCount)
 	}
 }

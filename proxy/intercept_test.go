@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,23 +35,58 @@ func newIxIntercept(t *testing.T, h http.HandlerFunc) *ixIntercept {
 func newIxInterceptWith(t *testing.T, h http.HandlerFunc, sidecar string) *ixIntercept {
 	t.Helper()
 	up := newTLSUpstream(t, h)
-	// The CA and the leaves are dated by the proxy's fake clock.
+	lines, pool := interceptCA(t, up.Server)
+	tp := newTestProxy(t, ixMaven(up.URL, true, "[sidecar]\n"+lines+sidecar+"\n"), nil)
+	return &ixIntercept{up: up, tp: tp, ca: pool}
+}
+
+// interceptCA creates an interception CA, dated like its leaves by the fake
+// clock every test proxy starts with. It returns the [sidecar] lines that
+// name it (ca_cert, ca_key and, when srv is set, upstream_ca trusting srv's
+// certificate), one per line, and a pool that trusts only the CA.
+func interceptCA(t testing.TB, srv *httptest.Server) (lines string, pool *x509.CertPool) {
+	t.Helper()
 	certPath, keyPath, err := certs.Init(filepath.Join(t.TempDir(), "ca"), newFakeClock().Now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	extra := fmt.Sprintf("[sidecar]\nca_cert = %q\nca_key = %q\nupstream_ca = %q\n%s\n",
-		certPath, keyPath, writeUpstreamCA(t, up.Server), sidecar)
-	tp := newTestProxy(t, ixMaven(up.URL, true, extra), nil)
+	lines = fmt.Sprintf("ca_cert = %q\nca_key = %q\n", certPath, keyPath)
+	if srv != nil {
+		lines += fmt.Sprintf("upstream_ca = %q\n", writeUpstreamCA(t, srv))
+	}
 	pemBytes, err := os.ReadFile(certPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool := x509.NewCertPool()
+	pool = x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pemBytes) {
 		t.Fatal("CA PEM not parsed")
 	}
-	return &ixIntercept{up: up, tp: tp, ca: pool}
+	return lines, pool
+}
+
+// ixTLSInTunnel opens a CONNECT to target through tp, which must answer
+// 200, and completes a TLS handshake inside it that trusts only ca, is
+// checked against the proxy's fake clock and must agree on proto ("h2" or
+// "http/1.1"). The connection has a 10 s deadline and is closed when the
+// test ends.
+func ixTLSInTunnel(t *testing.T, tp *testProxy, ca *x509.CertPool, target, proto string) *tls.Conn {
+	t.Helper()
+	resp, conn, _ := ixRawConnect(t, tp, target)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("CONNECT %s: %d", target, resp.StatusCode)
+	}
+	tc := tls.Client(conn, &tls.Config{RootCAs: ca, ServerName: "127.0.0.1", Time: tp.Clock.Now,
+		NextProtos: []string{proto}})
+	t.Cleanup(func() { tc.Close() })
+	_ = tc.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := tc.Handshake(); err != nil {
+		t.Fatalf("TLS inside the tunnel: %v", err)
+	}
+	if got := tc.ConnectionState().NegotiatedProtocol; got != proto {
+		t.Fatalf("TLS inside the tunnel speaks %q, want %q", got, proto)
+	}
+	return tc
 }
 
 // client trusts only the interception CA and checks certificates against
@@ -146,13 +182,7 @@ func TestInterceptMisdirectedHost(t *testing.T) {
 	target := strings.TrimPrefix(ix.up.URL, "https://")
 	for _, host := range []string{"other.example", "127.0.0.1:1", "169.254.169.254"} {
 		t.Run(host, func(t *testing.T) {
-			resp, conn, _ := ixRawConnect(t, ix.tp, target)
-			if resp.StatusCode != 200 {
-				t.Fatalf("CONNECT: %d", resp.StatusCode)
-			}
-			tc := tls.Client(conn, &tls.Config{RootCAs: ix.ca, ServerName: "127.0.0.1",
-				Time: ix.tp.Clock.Now, NextProtos: []string{"http/1.1"}})
-			tc.SetDeadline(time.Now().Add(10 * time.Second))
+			tc := ixTLSInTunnel(t, ix.tp, ix.ca, target, "http/1.1")
 			fmt.Fprintf(tc, "GET /maven2/x.jar HTTP/1.1\r\nHost: %s\r\n\r\n", host)
 			got, err := http.ReadResponse(bufio.NewReader(tc), nil)
 			if err != nil {

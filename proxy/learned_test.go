@@ -3,8 +3,10 @@ package proxy
 import (
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -30,19 +32,8 @@ func TestLearnedRedirectHostUnderDenyUnlisted(t *testing.T) {
 		}
 		io.WriteString(w, "manifest")
 	})
-	tp := newTestProxy(t, fmt.Sprintf(`
-[circuit_breaker]
-enabled = true
-[registries]
-enable = "docker"
-[[docker.upstreams]]
-url = "http://mirror.test"
-[sidecar]
-deny_unlisted = true
-[sidecar.resolve]
-"mirror.test:80" = %q
-"storage.test:80" = %q
-`, strings.TrimPrefix(mirror.URL, "http://"), strings.TrimPrefix(storage.URL, "http://")), nil)
+	tp := newTestProxy(t, learnedConfig([]string{"mirror.test"}, "deny_unlisted = true",
+		map[string]*upstream{"mirror.test": mirror, "storage.test": storage}), nil)
 	c := proxyClient(t, tp, nil)
 	blobAt := "http://storage.test/b/sha256-1?sig=abc"
 	if resp, _ := fbGet(t, c, blobAt); resp.StatusCode != http.StatusForbidden || storage.hits.Load() != 0 {
@@ -61,7 +52,10 @@ deny_unlisted = true
 	}
 	// Nine minutes later it is still known; a redirect now refreshes it.
 	tp.Clock.Advance(9 * time.Minute)
-	fbGet(t, c, "http://mirror.test/v2/lib/x/blobs/sha256:1")
+	if resp, _ := fbGet(t, c, "http://mirror.test/v2/lib/x/blobs/sha256:1"); resp.StatusCode != http.StatusTemporaryRedirect ||
+		resp.Header.Get("Location") != blobAt {
+		t.Fatalf("the refreshing redirect: %d Location %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
 	tp.Clock.Advance(9 * time.Minute)
 	if resp, _ := fbGet(t, c, blobAt); resp.StatusCode != 200 {
 		t.Fatalf("9 minutes after the last redirect: %d, want still allowed", resp.StatusCode)
@@ -83,27 +77,30 @@ func TestLearnedHostIsNeverACandidate(t *testing.T) {
 		http.Redirect(w, r, "http://storage.test/blob", http.StatusTemporaryRedirect)
 	})
 	second := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "second registry") })
-	tp := newTestProxy(t, fmt.Sprintf(`
-[circuit_breaker]
-enabled = true
-[registries]
-enable = "docker"
-[[docker.upstreams]]
-url = "http://hub.test"
-[[docker.upstreams]]
-url = "http://second.test"
-[sidecar.resolve]
-"hub.test:80" = %q
-"second.test:80" = %q
-"storage.test:80" = %q
-`, strings.TrimPrefix(hub.URL, "http://"), strings.TrimPrefix(second.URL, "http://"),
-		strings.TrimPrefix(storage.URL, "http://")), nil)
+	tp := newTestProxy(t, learnedConfig([]string{"hub.test", "second.test"}, "",
+		map[string]*upstream{"hub.test": hub, "second.test": second, "storage.test": storage}), nil)
 	c := proxyClient(t, tp, nil)
-	fbGet(t, c, "http://hub.test/v2/x/blobs/sha256:1")
+	// The redirect is what makes storage.test a learned host: without it,
+	// storage.test would be an unclassified host answered as it is too.
+	if resp, _ := fbGet(t, c, "http://hub.test/v2/x/blobs/sha256:1"); resp.StatusCode != http.StatusTemporaryRedirect ||
+		resp.Header.Get("Location") != "http://storage.test/blob" {
+		t.Fatalf("hub: %d Location %q, want its own redirect", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	learnedKey, hubKey := "docker:http://hub.test@storage.test", "docker:http://hub.test"
+	if v := breakerViewOf(t, tp, learnedKey); v.Host != "storage.test" {
+		t.Fatalf("learned host's breaker: %+v, want host storage.test", v)
+	}
 	resp, body := fbGet(t, c, "http://storage.test/blob")
 	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, "storage down") || resp.Header.Get("X-Nora-Upstream") != "" {
 		t.Fatalf("failing learned host: %d %q (served by %q), want its own 502", resp.StatusCode, body,
 			resp.Header.Get("X-Nora-Upstream"))
+	}
+	// The 502 counts against the learned host's own breaker, not the hub's.
+	if s := ixState(t, tp, learnedKey); s.FailureCount != 1 {
+		t.Fatalf("learned host's breaker after its 502: %d failures, want 1", s.FailureCount)
+	}
+	if s := ixState(t, tp, hubKey); s.FailureCount != 0 {
+		t.Fatalf("hub's breaker after the learned host's 502: %d failures, want 0", s.FailureCount)
 	}
 	if second.hits.Load() != 0 {
 		t.Fatal("another registry was asked in place of the learned host")
@@ -128,8 +125,30 @@ func TestLearnedHostsAreBounded(t *testing.T) {
 	if n := len(l.current()); n != maxLearned {
 		t.Fatalf("%d learned hosts, want the bound %d", n, maxLearned)
 	}
-	if _, ok := l.lookup("s0-0.test", "443"); ok && len(l.current()) > maxLearned {
-		t.Fatal("bound exceeded")
+	// Which host goes: learn maxLearned hosts a second apart, refresh the
+	// first, then learn one more. s1 is now the soonest to expire.
+	clock = newFakeClock()
+	l = newLearnedHosts(clock.Now)
+	learn := func(host string) {
+		u, _ := url.Parse("https://" + host + "/x")
+		l.learn("docker:https://hub", u)
+	}
+	for i := range maxLearned {
+		learn(fmt.Sprintf("s%d.test", i))
+		clock.Advance(time.Second)
+	}
+	learn("s0.test")
+	learn("new.test")
+	if n := len(l.current()); n != maxLearned {
+		t.Fatalf("%d learned hosts after one more, want the bound %d", n, maxLearned)
+	}
+	if _, ok := l.lookup("s1.test", "443"); ok {
+		t.Error("s1.test, the soonest to expire, is still learned")
+	}
+	for _, host := range []string{"s0.test", "s2.test", "new.test"} {
+		if _, ok := l.lookup(host, "443"); !ok {
+			t.Errorf("%s was dropped, want only s1.test gone", host)
+		}
 	}
 	for _, raw := range []string{"ftp://x.test/", "https:///nohost", "mailto:a@b"} {
 		u, _ := url.Parse(raw)
@@ -137,4 +156,20 @@ func TestLearnedHostsAreBounded(t *testing.T) {
 			t.Errorf("learned from %q", raw)
 		}
 	}
+}
+
+// learnedConfig is a docker chain of the registries (each "http://<name>"),
+// with the given [sidecar] lines, and a [sidecar.resolve] entry sending
+// each name of servers (on port 80) to its server.
+func learnedConfig(registries []string, sidecar string, servers map[string]*upstream) string {
+	var b strings.Builder
+	b.WriteString("[circuit_breaker]\nenabled = true\n[registries]\nenable = \"docker\"\n")
+	for _, r := range registries {
+		fmt.Fprintf(&b, "[[docker.upstreams]]\nurl = \"http://%s\"\n", r)
+	}
+	fmt.Fprintf(&b, "[sidecar]\n%s\n[sidecar.resolve]\n", sidecar)
+	for _, name := range slices.Sorted(maps.Keys(servers)) {
+		fmt.Fprintf(&b, "%q = %q\n", name+":80", strings.TrimPrefix(servers[name].URL, "http://"))
+	}
+	return b.String()
 }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -25,13 +26,10 @@ func TestLineLimiter(t *testing.T) {
 	step(1) // same interval: left out
 	clock.Advance(time.Millisecond)
 	step(2) // a new interval: through, the first reports the 3 left out
-	want := []bool{true, true, true, false, false, false, true, true}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("allow sequence %v, want %v", got, want)
-		}
+	if want := []bool{true, true, true, false, false, false, true, true}; !slices.Equal(got, want) {
+		t.Fatalf("allow sequence %v, want %v", got, want)
 	}
-	if wantR := []int64{0, 0, 0, 3, 0}; len(reported) != len(wantR) || reported[3] != 3 || reported[4] != 0 {
+	if wantR := []int64{0, 0, 0, 3, 0}; !slices.Equal(reported, wantR) {
 		t.Fatalf("suppressed counts %v, want %v", reported, wantR)
 	}
 }

@@ -11,8 +11,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -23,8 +23,6 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
-
-	"github.com/nora-breaker/nora-breaker/certs"
 )
 
 // The HTTP/2 rapid-reset test: clients that open a stream and reset it at
@@ -85,19 +83,9 @@ func (c *rrLogCount) Write(p []byte) (int, error) {
 
 // rrProxy is an intercepting proxy in front of up.
 func rrProxy(t *testing.T, up *rrUpstream, logs *rrLogCount) (*testProxy, *x509.CertPool) {
-	certPath, keyPath, err := certs.Init(filepath.Join(t.TempDir(), "ca"), newFakeClock().Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	extra := fmt.Sprintf("[sidecar]\nca_cert = %q\nca_key = %q\nupstream_ca = %q\nmax_upstream_conns_per_host = %d\n",
-		certPath, keyPath, writeUpstreamCA(t, up.srv), rrBound)
+	lines, pool := interceptCA(t, up.srv)
+	extra := fmt.Sprintf("[sidecar]\n%smax_upstream_conns_per_host = %d\n", lines, rrBound)
 	tp := ixServe(t, ixMaven(up.srv.URL, true, extra), zerolog.New(logs).Level(zerolog.InfoLevel))
-	pemBytes, err := os.ReadFile(certPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pemBytes)
 	return tp, pool
 }
 
@@ -396,34 +384,39 @@ func TestAbandonedRequestsDialWithinBound(t *testing.T) {
 		}
 	}()
 	up := &rrUpstream{srv: &httptest.Server{Listener: hole, URL: "https://" + hole.Addr().String()}}
-	certPath, keyPath, err := certs.Init(filepath.Join(t.TempDir(), "ca"), newFakeClock().Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	extra := fmt.Sprintf("[sidecar]\nca_cert = %q\nca_key = %q\nmax_upstream_conns_per_host = %d\n",
-		certPath, keyPath, bound)
-	tp := newTestProxy(t, ixMaven(up.srv.URL, true, extra), nil)
-	pemBytes, _ := os.ReadFile(certPath)
-	ca := x509.NewCertPool()
-	ca.AppendCertsFromPEM(pemBytes)
+	lines, ca := interceptCA(t, nil)
+	tp := newTestProxy(t, ixMaven(up.srv.URL, true, fmt.Sprintf("[sidecar]\n%smax_upstream_conns_per_host = %d\n",
+		lines, bound)), nil)
 	// HTTP/1.1 inside the tunnels: each request its own client connection,
 	// so only the upstream bound can hold the dials back.
 	c := proxyClient(t, tp, ca)
 	c.Transport.(*http.Transport).TLSClientConfig.Time = tp.Clock.Now
-	var wg sync.WaitGroup
+	// Each client gives up once every request has been written to the
+	// proxy and a dial has reached the black hole: by then an unbounded
+	// transport is dialing for each of them.
+	ctx, giveUp := context.WithCancel(context.Background())
+	defer giveUp()
+	var wg, written sync.WaitGroup
 	for i := 0; i < 40; i++ {
 		wg.Add(1)
+		written.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-			defer cancel()
-			req, _ := http.NewRequestWithContext(ctx, "GET", up.srv.URL+"/maven2/x.jar", nil)
-			if resp, err := c.Do(req); err == nil {
+			var once sync.Once
+			trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { once.Do(written.Done) }}
+			req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), "GET", up.srv.URL+"/maven2/x.jar", nil)
+			resp, err := c.Do(req)
+			once.Do(written.Done) // a request that failed before it was written
+			if err == nil {
 				resp.Body.Close()
 				t.Errorf("a request to a black hole was answered %d", resp.StatusCode)
 			}
 		}()
 	}
+	written.Wait()
+	// Without a dial the bound below would hold trivially.
+	pollUntil(t, 10*time.Second, func() bool { return accepted.Load() >= 1 })
+	giveUp()
 	wg.Wait()
 	if n := accepted.Load(); n > bound {
 		t.Fatalf("40 abandoned requests opened %d upstream connections, bound %d", n, bound)
@@ -440,23 +433,9 @@ func TestInterceptedH2StreamBound(t *testing.T) {
 		want    uint32
 	}{{"", 100}, {"max_upstream_conns_per_host = 16\n", 16}} {
 		up := newRRUpstream(t, true)
-		certPath, keyPath, err := certs.Init(filepath.Join(t.TempDir(), "ca"), newFakeClock().Now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tp := newTestProxy(t, ixMaven(up.srv.URL, true, fmt.Sprintf("[sidecar]\nca_cert = %q\nca_key = %q\n%s",
-			certPath, keyPath, tc.perHost)), nil)
-		pemBytes, _ := os.ReadFile(certPath)
-		ca := x509.NewCertPool()
-		ca.AppendCertsFromPEM(pemBytes)
-		target := strings.TrimPrefix(up.srv.URL, "https://")
-		resp, conn, _ := ixRawConnect(t, tp, target)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("CONNECT: %d", resp.StatusCode)
-		}
-		tlsConn := tls.Client(conn, &tls.Config{RootCAs: ca, ServerName: "127.0.0.1", Time: tp.Clock.Now,
-			NextProtos: []string{"h2"}})
-		_ = tlsConn.SetDeadline(time.Now().Add(10 * time.Second))
+		lines, ca := interceptCA(t, nil)
+		tp := newTestProxy(t, ixMaven(up.srv.URL, true, "[sidecar]\n"+lines+tc.perHost), nil)
+		tlsConn := ixTLSInTunnel(t, tp, ca, strings.TrimPrefix(up.srv.URL, "https://"), "h2")
 		if _, err := io.WriteString(tlsConn, http2.ClientPreface); err != nil {
 			t.Fatal(err)
 		}

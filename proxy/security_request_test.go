@@ -2,19 +2,13 @@ package proxy
 
 import (
 	"bufio"
-	"crypto/tls"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
-
-	"github.com/nora-breaker/nora-breaker/certs"
 )
 
 // twoMavenWithCreds is maven A (addressed) and B (candidate, with its own
@@ -51,12 +45,7 @@ func TestSecurityDotSegmentsNeverReachTheCandidate(t *testing.T) {
 		tp := newTestProxy(t, twoMavenWithCreds(a.URL, b.URL, ""), nil)
 		host := strings.TrimPrefix(a.URL, "http://")
 		for _, p := range climbing {
-			conn, err := net.Dial("tcp", tp.URL.Host)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp := exchangeOn(t, conn, fmt.Sprintf("GET http://%s%s HTTP/1.1\r\nHost: %s\r\n\r\n", host, p, host))
-			conn.Close()
+			resp, _ := ixRaw(t, tp, fmt.Sprintf("GET http://%s%s HTTP/1.1\r\nHost: %s\r\n\r\n", host, p, host))
 			if resp.StatusCode != http.StatusBadRequest {
 				t.Errorf("%s: %d, want 400", p, resp.StatusCode)
 			}
@@ -71,19 +60,11 @@ func TestSecurityDotSegmentsNeverReachTheCandidate(t *testing.T) {
 	})
 	t.Run("intercepted", func(t *testing.T) {
 		a := newTLSUpstream(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusBadGateway) })
-		certPath, keyPath, err := certs.Init(filepath.Join(t.TempDir(), "ca"), newFakeClock().Now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tp := newTestProxy(t, twoMavenWithCreds(a.URL, b.URL, fmt.Sprintf("ca_cert = %q\nca_key = %q\nupstream_ca = %q",
-			certPath, keyPath, writeUpstreamCA(t, a.Server))), nil)
-		ca := newPool(t, mustRead(t, certPath))
+		lines, ca := interceptCA(t, a.Server)
+		tp := newTestProxy(t, twoMavenWithCreds(a.URL, b.URL, lines), nil)
 		target := strings.TrimPrefix(a.URL, "https://")
 		for _, p := range climbing {
-			_, conn, _ := ixRawConnect(t, tp, target)
-			tc := tls.Client(conn, &tls.Config{RootCAs: ca, ServerName: "127.0.0.1", Time: tp.Clock.Now,
-				NextProtos: []string{"http/1.1"}})
-			_ = tc.SetDeadline(time.Now().Add(10 * time.Second))
+			tc := ixTLSInTunnel(t, tp, ca, target, "http/1.1")
 			fmt.Fprintf(tc, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", p, target)
 			resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
 			if err != nil {
@@ -170,13 +151,4 @@ func TestSecuritySetCookieFromACandidateIsDropped(t *testing.T) {
 	if v := resp.Header.Values("Set-Cookie"); len(v) != 0 || resp.Header.Get("Set-Cookie2") != "" {
 		t.Fatalf("the candidate's cookies reached the client: %v", resp.Header)
 	}
-}
-
-func mustRead(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }

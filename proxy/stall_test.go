@@ -10,8 +10,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // stallIdle is the idle_timeout of these tests: short, so a stalled write
@@ -59,8 +62,39 @@ func stallUpstream(t *testing.T) *upstream {
 // client connection, so a held slot shows as a 503 to the next client; up
 // is no upstream, so allow_hosts lets the proxy reach it.
 func stallProxy(t *testing.T, up *upstream) *testProxy {
-	return newTestProxy(t, fmt.Sprintf("[sidecar]\nidle_timeout = %q\nmax_connections = 1\n%s\n",
-		stallIdle.String(), allowHostsLine(up)), nil)
+	return newTestProxy(t, stallConfig(up), nil)
+}
+
+func stallConfig(up *upstream) string {
+	return fmt.Sprintf("[sidecar]\nidle_timeout = %q\nmax_connections = 1\n%s\n", stallIdle.String(), allowHostsLine(up))
+}
+
+// writeTimer is a proxy listener whose accepted connections have a small
+// send buffer and add the time each of their writes takes to blocked: how
+// long the proxy waited for its clients to take bytes.
+type writeTimer struct {
+	net.Listener
+	blocked atomic.Int64 // nanoseconds
+}
+
+func (l *writeTimer) Accept() (net.Conn, error) {
+	c, err := smallSendListener{l.Listener}.Accept()
+	if err != nil {
+		return c, err
+	}
+	return &timedWriteConn{halfCloser: halfCloser{c}, blocked: &l.blocked}, nil
+}
+
+type timedWriteConn struct {
+	halfCloser
+	blocked *atomic.Int64
+}
+
+func (c *timedWriteConn) Write(p []byte) (int, error) {
+	start := time.Now()
+	n, err := c.Conn.Write(p)
+	c.blocked.Add(int64(time.Since(start)))
+	return n, err
 }
 
 func stallGet(up *upstream, path string) string {
@@ -97,6 +131,10 @@ func TestStalledWriteEndsTheConnection(t *testing.T) {
 		return false
 	})
 	t.Logf("slot free again %v after the request (idle_timeout %v)", freed, stallIdle)
+	// The write is cut only once it has made no progress for idle_timeout.
+	if freed < stallIdle {
+		t.Errorf("slot free again %v after the request, before idle_timeout %v", freed, stallIdle)
+	}
 	// The stalled connection itself was closed: reading what the socket
 	// buffers still hold ends in EOF or a reset, not in our deadline.
 	_ = stalled.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -115,9 +153,16 @@ func TestStalledWriteEndsTheConnection(t *testing.T) {
 // takes many idle timeouts.
 func TestSlowReaderIsNotCut(t *testing.T) {
 	up := stallUpstream(t)
-	tp := stallProxy(t, up)
+	// Small socket buffers on both sides: the body is far larger than what
+	// the kernel can hold between the proxy and the client, so the proxy's
+	// writes block on the reader's pace (with loopback's megabytes of
+	// buffering the whole body would be written at once, and nothing would
+	// wait).
+	wt := &writeTimer{}
+	tp := startProxyWrapped(t, loadTestConfig(t, stallConfig(up), nil), zerolog.Nop(),
+		func(ln net.Listener) net.Listener { wt.Listener = ln; return wt })
 	const size = 512 << 10
-	conn, err := net.Dial("tcp", tp.URL.Host)
+	conn, err := smallReadDialer().Dial("tcp", tp.URL.Host)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,6 +192,12 @@ func TestSlowReaderIsNotCut(t *testing.T) {
 	if d := time.Since(start); d < 2*stallIdle {
 		t.Fatalf("the body took %v, under two idle timeouts: the test proves nothing", d)
 	}
+	// The proxy's side: its writes waited for the reader, in all, longer
+	// than two idle timeouts (each wait shorter than one).
+	if b := time.Duration(wt.blocked.Load()); b < 2*stallIdle {
+		t.Fatalf("the proxy's writes waited %v in all for the reader, under two idle timeouts: "+
+			"they never blocked, the test proves nothing", b)
+	}
 }
 
 // TestWaitingForUpstreamHeadersIsNotAStall: the write deadline runs only
@@ -169,7 +220,9 @@ func TestWaitingForUpstreamHeadersIsNotAStall(t *testing.T) {
 // reads fails after about one idle timeout. net.Pipe hands the writer each
 // byte as the reader takes it, so progress is exact.
 func TestStallConnCountsProgress(t *testing.T) {
-	const idle = 100 * time.Millisecond
+	// stallIdle, not shorter: the reader's pace (a quarter of it) must stay
+	// well under the idle timeout on a loaded machine.
+	const idle = stallIdle
 	t.Run("slow reader", func(t *testing.T) {
 		server, client := net.Pipe()
 		t.Cleanup(func() { server.Close(); client.Close() })

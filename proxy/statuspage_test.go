@@ -62,9 +62,6 @@ func TestStatusPageShowsEveryState(t *testing.T) {
 	npm, pypi := "npm:"+up.URL+"/npm", "pypi:"+hang.URL+"/simple"
 
 	ixDo(t, c, "GET", up.URL+"/m2/a.pom", nil) // forwarded
-	for range 2 {
-		ixDo(t, c, "GET", dead+"/m2/a.pom", nil) // fails, then served by a: two fallbacks
-	}
 	ixAdmin(t, tp, "POST", "/breakers/force?key="+npm+"&state=open", "")
 	for range 2 {
 		ixDo(t, c, "GET", hang.URL+"/simple/x/", nil)
@@ -74,7 +71,10 @@ func TestStatusPageShowsEveryState(t *testing.T) {
 	hanging.Store(true)
 	go func() { _, _ = c.Get(hang.URL + "/simple/x/") }()
 	<-arrived
-	tp.Clock.Advance(-7 * time.Second) // back to 3 s after the maven breaker opened
+	for range 2 {
+		ixDo(t, c, "GET", dead+"/m2/a.pom", nil) // fails, then served by a: two fallbacks
+	}
+	tp.Clock.Advance(3 * time.Second) // the page is read 3 s after the maven breaker opened
 	// A request is counted just after its client has the answer.
 	pollUntil(t, 5*time.Second, func() bool { return gatherCounts(tp.Registry).total("maven") == 3 })
 

@@ -89,7 +89,10 @@ func TestThrottledHostIsLeftAloneUntilItsTimeIsUp(t *testing.T) {
 				}
 			}
 			tp.Clock.Advance(tc.wait - time.Second)
-			fbGet(t, c, url)
+			if resp, body := fbGet(t, c, url); resp.StatusCode != 200 || body != "from B" || resp.Header.Get("X-Nora-Upstream") != keys[1] {
+				t.Fatalf("with a second still to wait: %d %q from %q, want B's answer", resp.StatusCode, body,
+					resp.Header.Get("X-Nora-Upstream"))
+			}
 			if n := a.up.hits.Load(); n != 1 {
 				t.Fatalf("asked %d times with a second still to wait", n)
 			}
