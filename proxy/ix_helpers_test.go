@@ -23,6 +23,11 @@ import (
 // (or off), threshold 3, reset 10 s, proxy_timeout 1 s. extra is appended and
 // must start with its own table header.
 func ixMaven(base string, enabled bool, extra string) string {
+	return ixMavenWithin(base, enabled, 1, extra)
+}
+
+// ixMavenWithin is ixMaven with a proxy_timeout of its own, in seconds.
+func ixMavenWithin(base string, enabled bool, proxyTimeout int, extra string) string {
 	return fmt.Sprintf(`
 [circuit_breaker]
 enabled = %v
@@ -32,8 +37,8 @@ reset_timeout = 10
 enable = "maven"
 [maven]
 proxies = ["%s/maven2"]
-proxy_timeout = 1
-%s`, enabled, base, extra)
+proxy_timeout = %d
+%s`, enabled, base, proxyTimeout, extra)
 }
 
 // ixKey is the breaker key of ixMaven's upstream.

@@ -85,7 +85,10 @@ func (c *rrLogCount) Write(p []byte) (int, error) {
 func rrProxy(t *testing.T, up *rrUpstream, logs *rrLogCount) (*testProxy, *x509.CertPool) {
 	lines, pool := interceptCA(t, up.srv)
 	extra := fmt.Sprintf("[sidecar]\n%smax_upstream_conns_per_host = %d\n", lines, rrBound)
-	tp := ixServe(t, ixMaven(up.srv.URL, true, extra), zerolog.New(logs).Level(zerolog.InfoLevel))
+	// A generous proxy_timeout: the normal client's requests must all be
+	// served while the attack loads the machine, and a 1 s header timeout
+	// would turn a busy runner's scheduling delay into a 504.
+	tp := ixServe(t, ixMavenWithin(up.srv.URL, true, 30, extra), zerolog.New(logs).Level(zerolog.InfoLevel))
 	return tp, pool
 }
 
