@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/nora-breaker/nora-breaker/attempt"
+	"github.com/nora-breaker/nora-breaker/destination"
 )
 
 // Unavailable builds the proxy's own 503: Retry-After in whole seconds (at
@@ -64,7 +65,7 @@ func ForError(req *http.Request, format, key string, err error) *http.Response {
 	switch {
 	case errors.Is(err, attempt.ErrClientRequest):
 		return Refused(req, http.StatusBadRequest, "the request body could not be read")
-	case errors.Is(err, attempt.ErrForbiddenDestination):
+	case errors.Is(err, destination.ErrForbidden):
 		return Refused(req, http.StatusForbidden, "destination address is not allowed")
 	}
 	status, msg := http.StatusBadGateway, fmt.Sprintf("nora-breaker: %v", err) // err names the key already

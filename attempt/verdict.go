@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/nora-breaker/nora-breaker/breakerstate"
+	"github.com/nora-breaker/nora-breaker/destination"
 )
 
 // ErrHeaderTimeout is the cause recorded when an upstream sends no response
@@ -23,11 +24,6 @@ var errShortBody = errors.New("response body ended before its Content-Length")
 // not be read (a malformed chunked body, a body shorter than announced, a
 // reset stream): the client's fault, neutral for the upstream.
 var ErrClientRequest = errors.New("the client's request could not be read")
-
-// ErrForbiddenDestination is returned by the proxy's dialer for addresses it
-// refuses to reach (cloud metadata services). Refusing is policy, not the
-// upstream's fault, so such an attempt is neutral for the breaker.
-var ErrForbiddenDestination = errors.New("destination address is not allowed")
 
 // Decide classifies one attempt at an upstream from what the transport
 // returned and whether the client is still there (docs/behaviour.md §5.1).
@@ -48,7 +44,7 @@ var ErrForbiddenDestination = errors.New("destination address is not allowed")
 // Sender when it ends.
 func Decide(resp *http.Response, err error, clientCtx context.Context) breakerstate.Outcome {
 	if err != nil {
-		if errors.Is(err, ErrForbiddenDestination) || errors.Is(err, ErrClientRequest) {
+		if errors.Is(err, destination.ErrForbidden) || errors.Is(err, ErrClientRequest) {
 			return breakerstate.Neutral
 		}
 		if clientCtx != nil && clientCtx.Err() != nil && !errors.Is(err, ErrHeaderTimeout) {

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/nora-breaker/nora-breaker/breakerstate"
+	"github.com/nora-breaker/nora-breaker/destination"
 )
 
 // TestOutcomeDecideAndStatusClass walks every kind of attempt: what one attempt
@@ -45,7 +46,7 @@ func TestOutcomeDecideAndStatusClass(t *testing.T) {
 		{"deadline exceeded", 0, wrap(context.DeadlineExceeded), live, breakerstate.Failure, "timeout"},
 		{"client cancelled", 0, wrap(context.Canceled), gone, breakerstate.Neutral, "error"},
 		{"client cancelled during dial", 0, wrap(dialErr), gone, breakerstate.Neutral, "error"},
-		{"destination refused by policy", 0, wrap(ErrForbiddenDestination), live, breakerstate.Neutral, "error"},
+		{"destination refused by policy", 0, wrap(destination.ErrForbidden), live, breakerstate.Neutral, "error"},
 		{"client's request body unreadable", 0, wrap(fmt.Errorf("%w: invalid chunk", ErrClientRequest)), live, breakerstate.Neutral, "error"},
 		{"500", 500, nil, live, breakerstate.Failure, "5xx"},
 		{"502", 502, nil, live, breakerstate.Failure, "5xx"},

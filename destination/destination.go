@@ -7,6 +7,7 @@
 package destination
 
 import (
+	"errors"
 	"net/netip"
 )
 
@@ -89,3 +90,9 @@ func allZero(b []byte) bool {
 	}
 	return true
 }
+
+// ErrForbidden is wrapped by every refusal of the destination policy (an
+// address the dialer will not use, an IP literal refused before any dial).
+// Refusing is policy, never the upstream's fault, so an attempt ending in it
+// is neutral for every breaker.
+var ErrForbidden = errors.New("destination address is not allowed")

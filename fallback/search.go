@@ -11,6 +11,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/attempt"
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/config"
+	"github.com/nora-breaker/nora-breaker/destination"
 	"github.com/nora-breaker/nora-breaker/stale"
 	"github.com/nora-breaker/nora-breaker/throttle"
 )
@@ -120,7 +121,7 @@ func (s *search) askAddressed(u *config.Upstream, t breakerstate.Ticket) (Result
 		return s.result(answer.ForError(req, u.Format, key, errClientGone), answer.Error, ""), true
 	case errors.Is(err, attempt.ErrClientRequest):
 		return s.result(answer.ForError(req, u.Format, key, err), answer.BadRequest, ""), true
-	case errors.Is(err, attempt.ErrForbiddenDestination):
+	case errors.Is(err, destination.ErrForbidden):
 		return s.result(answer.ForError(req, u.Format, key, err), answer.Denied, ""), true
 	case err != nil && !substitutable(req.Method):
 		return s.result(answer.ForError(req, u.Format, key, err), answer.Error, ""), true

@@ -15,6 +15,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/attempt"
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/config"
+	"github.com/nora-breaker/nora-breaker/destination"
 )
 
 // onConnect decides a CONNECT: intercept upstream and alias hosts when a CA
@@ -88,7 +89,7 @@ func (p *Proxy) serveTunnel(req *http.Request, client net.Conn, snap *snapshot, 
 		ticket = t
 	}
 	upstream, err := snap.dial.DialContext(req.Context(), "tcp", hostport)
-	if errors.Is(err, attempt.ErrForbiddenDestination) {
+	if errors.Is(err, destination.ErrForbidden) {
 		ticket.Done(breakerstate.Neutral) // policy, not the upstream's fault
 		p.answerConnect(client, rec, answer.Denied, answer.Refused(req, http.StatusForbidden, err.Error()))
 		return

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nora-breaker/nora-breaker/attempt"
+	"github.com/nora-breaker/nora-breaker/destination"
 )
 
 // dialer opens every upstream and tunnel connection. It applies the
@@ -39,7 +39,7 @@ func (d *dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 		Control: func(_, address string, _ syscall.RawConn) error {
 			ap, err := netip.ParseAddrPort(address)
 			if err != nil {
-				return fmt.Errorf("dial %s: unexpected address %q: %w", addr, address, attempt.ErrForbiddenDestination)
+				return fmt.Errorf("dial %s: unexpected address %q: %w", addr, address, destination.ErrForbidden)
 			}
 			return d.policy.check(host, port, ap)
 		},

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/nora-breaker/nora-breaker/attempt"
 	"github.com/nora-breaker/nora-breaker/destination"
 )
 
@@ -90,10 +89,10 @@ func allowListed(allow map[string]bool, host, port string) bool {
 }
 
 // check returns nil, or why the dial is refused (wrapping
-// attempt.ErrForbiddenDestination: policy, neutral for any breaker).
+// destination.ErrForbidden: policy, neutral for any breaker).
 func (dp dialPolicy) check(host, port string, to netip.AddrPort) error {
 	if dp.own != nil && dp.own.Load().reaches(to) {
-		return fmt.Errorf("%s is one of the proxy's own listeners: %w", to, attempt.ErrForbiddenDestination)
+		return fmt.Errorf("%s is one of the proxy's own listeners: %w", to, destination.ErrForbidden)
 	}
 	host = strings.ToLower(host)
 	a := to.Addr().Unmap()
@@ -101,10 +100,10 @@ func (dp dialPolicy) check(host, port string, to netip.AddrPort) error {
 	case allowListed(dp.allow, host, port):
 		return nil
 	case destination.Refused(a):
-		return fmt.Errorf("%s resolves to %s: %w", host, a, attempt.ErrForbiddenDestination)
+		return fmt.Errorf("%s resolves to %s: %w", host, a, destination.ErrForbidden)
 	case a.IsLoopback() && !dp.named[net.JoinHostPort(host, port)]:
 		return fmt.Errorf("%s resolves to the proxy's own machine (%s) and no upstream names it: %w",
-			host, a, attempt.ErrForbiddenDestination)
+			host, a, destination.ErrForbidden)
 	}
 	return nil
 }

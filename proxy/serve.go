@@ -14,6 +14,7 @@ import (
 
 	"github.com/nora-breaker/nora-breaker/answer"
 	"github.com/nora-breaker/nora-breaker/attempt"
+	"github.com/nora-breaker/nora-breaker/destination"
 	"github.com/nora-breaker/nora-breaker/fallback"
 )
 
@@ -115,7 +116,7 @@ func (p *Proxy) forwardUnclassified(req *http.Request, snap *snapshot, rec *reco
 	rec.result = answer.Unclassified
 	resp, _, release, err := attempt.RoundTripWithin(snap.transport, req, unclassifiedHeaderTimeout)
 	if err != nil {
-		if errors.Is(err, attempt.ErrForbiddenDestination) {
+		if errors.Is(err, destination.ErrForbidden) {
 			rec.result = answer.Denied
 		} else {
 			rec.result = answer.Error
