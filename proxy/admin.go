@@ -35,11 +35,11 @@ type breakerView = adminapi.Breaker
 func (p *Proxy) views() []breakerView {
 	now := p.now()
 	hosts := p.state.Load().hostOfKey
-	if learned := p.learned.current(); len(learned) > 0 {
+	if learned := p.learned.Current(); len(learned) > 0 {
 		hosts = maps.Clone(hosts)
 		for _, h := range learned {
-			if _, ok := hosts[h.key()]; !ok {
-				hosts[h.key()] = keyHost{host: h.name, upstream: h.upstream}
+			if _, ok := hosts[h.Key()]; !ok {
+				hosts[h.Key()] = keyHost{host: h.Name, upstream: h.Upstream}
 			}
 		}
 	}

@@ -3,7 +3,6 @@ package proxy
 import (
 	"io"
 	"net/http"
-	"net/url"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,25 +10,6 @@ import (
 
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 )
-
-func BenchmarkClassify(b *testing.B) {
-	tab, _ := classifyTable(b)
-	var urls []*url.URL
-	for _, s := range []string{
-		"https://repo.example.com/maven2/sub/org/example/lib/1.0/lib-1.0.jar",
-		"https://registry-1.docker.io/v2/library/alpine/manifests/3.20",
-		"https://files.pythonhosted.org/packages/ab/cd/pkg-1.0-py3-none-any.whl",
-		"https://example.net/unlisted",
-	} {
-		u, _ := url.Parse(s)
-		urls = append(urls, u)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		_ = tab.Classify(urls[i%len(urls)])
-	}
-}
 
 // BenchmarkStripHopByHop includes cloning a typical request's headers, since
 // stripping works in place.
@@ -47,13 +27,13 @@ func BenchmarkStripHopByHop(b *testing.B) {
 }
 
 func BenchmarkRequestLogLine(b *testing.B) {
-	cfg := loadTestConfig(b, classifyTOML, nil)
+	cfg := loadTestConfig(b, "[registries]\nenable = \"maven\"\n[maven]\nproxies = [\"https://repo.example.com/maven2\"]\n", nil)
 	p, err := New(cfg, Deps{Registry: prometheus.NewRegistry(), Logger: zerolog.New(io.Discard)})
 	if err != nil {
 		b.Fatal(err)
 	}
 	req, _ := http.NewRequest("GET", "https://repo.example.com/maven2/org/x/1/x-1.jar?sig=abc&q=1", nil)
-	m := p.state.Load().table.Classify(req.URL)
+	m := p.state.Load().routes.Of(req.URL)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

@@ -16,6 +16,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/config"
 	"github.com/nora-breaker/nora-breaker/destination"
+	"github.com/nora-breaker/nora-breaker/route"
 )
 
 // onConnect decides a CONNECT: intercept upstream and alias hosts when a CA
@@ -40,7 +41,7 @@ func (p *Proxy) onConnect(hostport string, ctx *goproxy.ProxyCtx) (action *gopro
 	}
 	host = strings.ToLower(host)
 	snap := p.state.Load()
-	rt := p.hostRouteOf(snap, host, port)
+	rt := snap.routes.OfHost(host, port)
 	rec.route = rt
 	up := rt.Upstream
 	if why := connectRefusal(snap, up, host, port); why != "" {
@@ -74,7 +75,7 @@ func connectRefusal(snap *snapshot, up *config.Upstream, host, port string) stri
 // connection: for an upstream host its host's breaker decides and learns the
 // dial's outcome; the CONNECT is answered with 503, 403, 502 or 200, and
 // after a 200 bytes are relayed both ways until both sides are done.
-func (p *Proxy) serveTunnel(req *http.Request, client net.Conn, snap *snapshot, rt route,
+func (p *Proxy) serveTunnel(req *http.Request, client net.Conn, snap *snapshot, rt route.Route,
 	hostport string, rec *record) {
 	defer client.Close()
 	ticket := breakerstate.Ticket{}

@@ -28,7 +28,7 @@ maven = ["mirror.example:8443"]
 [sidecar.resolve]
 "mirror.example:8443" = %q
 `, strings.TrimPrefix(mirror.URL, "https://")), nil)
-	if rt := tp.hostRouteOf(tp.state.Load(), "mirror.example", "8443"); !rt.Classified() {
+	if rt := tp.state.Load().routes.OfHost("mirror.example", "8443"); !rt.Classified() {
 		t.Fatal("mirror.example:8443 is not classified")
 	}
 	if resp, why := connectAnswer(t, tp, "mirror.example:8443"); resp.StatusCode != http.StatusOK {
@@ -103,7 +103,7 @@ proxies = ["http://repo.example:8081/m2"]
 [sidecar.aliases]
 maven = ["mirror.example:8443", "plain.example"]
 `, nil)
-	st, err := newSnapshot(cfg, nil, nil)
+	st, err := newSnapshot(cfg, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/certs"
 	"github.com/nora-breaker/nora-breaker/config"
 	"github.com/nora-breaker/nora-breaker/fallback"
+	"github.com/nora-breaker/nora-breaker/route"
 	"github.com/nora-breaker/nora-breaker/sharedstate"
 	"github.com/nora-breaker/nora-breaker/stale"
 	"github.com/nora-breaker/nora-breaker/throttle"
@@ -55,7 +56,7 @@ type Proxy struct {
 	// learned holds the hosts learned from upstreams' redirects; keysMu
 	// serialises giving the breaker set its keys (reloads, new hosts), and
 	// a reload stores its snapshot under it (syncBreakers).
-	learned *learnedHosts
+	learned *route.Learned
 	keysMu  sync.Mutex
 	chain   *fallback.Chain
 	stale   *stale.Cache
@@ -92,7 +93,7 @@ func New(cfg *config.Config, deps Deps) (*Proxy, error) {
 	}
 	p := &Proxy{deps: deps, log: deps.Logger, now: deps.Now, started: deps.Now(), bufs: newCopyBufs(),
 		fixed:   fixedSettings{idleTimeout: cfg.Sidecar.IdleTimeout, maxConnections: cfg.Sidecar.MaxConnections},
-		learned: newLearnedHosts(deps.Now),
+		learned: route.NewLearned(deps.Now),
 		goneLog: newLineLimiter(deps.Now, time.Second, goneLogBurst)}
 	snap, err := p.buildSnapshot(cfg, nil)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/answer"
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/fallback"
+	"github.com/nora-breaker/nora-breaker/route"
 )
 
 // keptQueryParams are query parameters whose values are safe and useful in
@@ -31,7 +32,7 @@ type record struct {
 	path     string
 	query    string
 	client   string
-	route    route
+	route    route.Route
 	result   answer.Result
 	servedBy string
 	attempts int

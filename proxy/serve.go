@@ -16,6 +16,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/attempt"
 	"github.com/nora-breaker/nora-breaker/destination"
 	"github.com/nora-breaker/nora-breaker/fallback"
+	"github.com/nora-breaker/nora-breaker/route"
 )
 
 // unclassifiedHeaderTimeout bounds the wait for headers from hosts that are
@@ -72,8 +73,8 @@ func (p *Proxy) serve(req *http.Request, cs *connectState, snap *snapshot, rec *
 		return rec.deny(answer.Refused(req, http.StatusMisdirectedRequest,
 			"request Host does not match the CONNECT target"))
 	}
-	host, port := hostPort(req.URL)
-	m := p.routeOf(snap, req.URL)
+	host, port := route.HostPort(req.URL)
+	m := snap.routes.Of(req.URL)
 	rec.route = m
 	if why := destinationRefusal(snap, host, port, m.Classified()); why != "" {
 		return rec.deny(answer.Refused(req, http.StatusForbidden, why))
@@ -87,7 +88,7 @@ func (p *Proxy) serve(req *http.Request, cs *connectState, snap *snapshot, rec *
 		return p.forwardUnclassified(req, snap, rec)
 	}
 	res := p.chain.Serve(fallback.Request{Client: req, Addressed: m.Upstream, HostKey: m.Key, Rel: m.Rel,
-		Candidates: snap.table.Candidates(m), Settings: snap.fallback})
+		Candidates: m.Candidates, Settings: snap.fallback})
 	rec.apply(res)
 	return res.Resp
 }
@@ -146,20 +147,8 @@ func prepareOutbound(req *http.Request) {
 // sameHost checks an intercepted request against its CONNECT target, so a
 // tunnel opened for one upstream cannot be used to reach another host.
 func sameHost(u *url.URL, cs *connectState) bool {
-	host, port := hostPort(u)
+	host, port := route.HostPort(u)
 	return strings.EqualFold(host, cs.host) && port == cs.port
-}
-
-// hostPort returns the lower-case host and the port, defaulted by scheme.
-func hostPort(u *url.URL) (string, string) {
-	host, port := strings.ToLower(u.Hostname()), u.Port()
-	if port == "" {
-		port = "80"
-		if strings.EqualFold(u.Scheme, "https") {
-			port = "443"
-		}
-	}
-	return host, port
 }
 
 // cancelOnClose releases a request's context when its body is closed.

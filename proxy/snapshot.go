@@ -3,12 +3,12 @@ package proxy
 import (
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync/atomic"
 
 	"github.com/nora-breaker/nora-breaker/config"
 	"github.com/nora-breaker/nora-breaker/fallback"
+	"github.com/nora-breaker/nora-breaker/route"
 )
 
 // snapshot is one configuration and everything the request path derives
@@ -17,8 +17,10 @@ import (
 // everything under that one value, so a reload in the middle of a request
 // never gives it two configurations.
 type snapshot struct {
-	cfg   *config.Config
-	table *upstreamTable
+	cfg *config.Config
+	// routes classifies the snapshot's requests: its upstream table, then
+	// the proxy's learned hosts.
+	routes route.Router
 	// connectPorts are the ports a CONNECT may name: 443, the ports of the
 	// configured upstreams' hosts (URL hosts and alias hosts, as the table
 	// classifies them) and those named in allow_hosts. A learned host's
@@ -48,13 +50,14 @@ type keyHost struct{ host, upstream string }
 // the settings it was built from are unchanged (prev may be nil).
 // own names the proxy's listeners once they are bound (nil in tests that
 // build a snapshot alone).
-func newSnapshot(cfg *config.Config, prev *snapshot, own *atomic.Pointer[ownListeners]) (*snapshot, error) {
-	s := &snapshot{cfg: cfg, table: newTable(cfg.Upstreams),
+func newSnapshot(cfg *config.Config, prev *snapshot, own *atomic.Pointer[ownListeners], learned *route.Learned) (*snapshot, error) {
+	table := route.NewTable(cfg.Upstreams)
+	s := &snapshot{cfg: cfg, routes: route.NewRouter(table, learned),
 		connectPorts: map[string]bool{"443": true},
 		hostOfKey:    make(map[string]keyHost)}
 	for _, u := range cfg.Upstreams {
 		for _, h := range u.Hosts {
-			_, port, _ := net.SplitHostPort(hostPortOf(u, h))
+			_, port, _ := net.SplitHostPort(route.HostPortOf(u, h))
 			s.connectPorts[port] = true
 		}
 	}
@@ -65,7 +68,7 @@ func newSnapshot(cfg *config.Config, prev *snapshot, own *atomic.Pointer[ownList
 		}
 		s.hostOfKey[b.Key] = keyHost{host: host, upstream: b.Upstream.Key}
 	}
-	s.upstream = upstreamSettingsOf(cfg, s.table)
+	s.upstream = upstreamSettingsOf(cfg, table)
 	for a := range s.upstream.allow {
 		if _, port, err := net.SplitHostPort(a); err == nil {
 			s.connectPorts[port] = true
@@ -89,14 +92,14 @@ func (s *snapshot) hostAllowed(host, port string) bool {
 // fallback loop decides the snapshot's requests under, once, instead of on
 // every request.
 func (p *Proxy) buildSnapshot(cfg *config.Config, prev *snapshot) (*snapshot, error) {
-	s, err := newSnapshot(cfg, prev, &p.own)
+	s, err := newSnapshot(cfg, prev, &p.own, p.learned)
 	if err != nil {
 		return nil, err
 	}
 	sc := cfg.Sidecar
 	s.fallback = fallback.Settings{Transport: s.transport, StaleMode: sc.StaleAuthenticated,
 		CredentialHeaders: sc.CredentialHeaders,
-		KeyOf:             func(u *url.URL) string { return p.routeOf(s, u).Key },
+		KeyOf:             s.routes.KeyOf,
 		ThrottleDefault:   sc.ThrottleDefault}
 	return s, nil
 }

@@ -11,7 +11,7 @@ proxies = ["http://repo.example:8081/m2", "https://mirror.example/m2"]
 [sidecar]
 allow_hosts = ["GitHub.com", "objects.example:8443", "[::1]:9000"]
 `, nil)
-	st, err := newSnapshot(cfg, nil, nil)
+	st, err := newSnapshot(cfg, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nora-breaker/nora-breaker/config"
+	"github.com/nora-breaker/nora-breaker/route"
 )
 
 // upstreamSettings are the settings the upstream transport and its dialer
@@ -38,7 +39,7 @@ type upstreamSettings struct {
 // upstreamSettingsOf takes the transport's settings from cfg, whose host
 // names config has already lower-cased (allow_hosts, resolve keys, upstream
 // hosts), and t, the table built from it.
-func upstreamSettingsOf(cfg *config.Config, t *upstreamTable) upstreamSettings {
+func upstreamSettingsOf(cfg *config.Config, t *route.Table) upstreamSettings {
 	sc := cfg.Sidecar
 	allow := make(map[string]bool, len(sc.AllowHosts))
 	for _, a := range sc.AllowHosts {
@@ -52,9 +53,10 @@ func upstreamSettingsOf(cfg *config.Config, t *upstreamTable) upstreamSettings {
 // namedHosts are the "host:port" the configuration names: every host the
 // table classifies (upstreams' URL hosts and alias hosts) and every
 // [sidecar.resolve] key.
-func namedHosts(t *upstreamTable, resolve map[string]string) map[string]bool {
-	named := make(map[string]bool, len(t.byHost)+len(resolve))
-	for hp := range t.byHost {
+func namedHosts(t *route.Table, resolve map[string]string) map[string]bool {
+	hps := t.HostPorts()
+	named := make(map[string]bool, len(hps)+len(resolve))
+	for _, hp := range hps {
 		named[hp] = true
 	}
 	for k := range resolve {

@@ -1,4 +1,6 @@
-package proxy
+// Package route maps a request URL or a CONNECT target to the upstream it
+// belongs to and the breaker key of the host it goes to (docs/behaviour.md §3).
+package route
 
 import (
 	"net"
@@ -9,9 +11,8 @@ import (
 	"github.com/nora-breaker/nora-breaker/config"
 )
 
-// route is the result of classifying one request URL against the upstream
-// table (docs/behaviour.md §3).
-type route struct {
+// Route is the result of classifying one request URL.
+type Route struct {
 	// Upstream is the upstream the request belongs to; nil when unclassified.
 	Upstream *config.Upstream
 	// Alias is true when the request matched only by host (an alias host such
@@ -26,10 +27,17 @@ type route struct {
 	// upstream's key for its URL host, "<key>@<host>" for an alias host
 	// (docs/behaviour.md §3.1).
 	Key string
+	// Candidates are the upstreams that may be asked instead, in order
+	// (docs/behaviour.md §5.4): worked out once per table, never for an
+	// alias request or a bound upstream.
+	Candidates []*config.Upstream
 	// ClimbsOut marks a path addressed below an upstream's base path whose
 	// dot segments (plain or encoded) climb above it: refused with 400.
 	ClimbsOut bool
 }
+
+// Classified reports whether the request belongs to a configured upstream.
+func (r Route) Classified() bool { return r.Upstream != nil }
 
 // hostRoute is one host:port an upstream owns, with its breaker key.
 type hostRoute struct {
@@ -37,90 +45,114 @@ type hostRoute struct {
 	key      string
 }
 
-// Classified reports whether the request belongs to a configured upstream.
-func (m route) Classified() bool { return m.Upstream != nil }
+// prefixed is an upstream reached by URL prefix, with its escaped base path
+// worked out once.
+type prefixed struct {
+	upstream *config.Upstream
+	base     string
+}
 
-// upstreamTable classifies request URLs. It is built once per configuration and is
-// read-only afterwards, so any number of goroutines may use it.
-type upstreamTable struct {
+// Table classifies request URLs against one configuration's upstreams. It
+// is built once per configuration and is read-only afterwards, so any
+// number of goroutines may use it.
+type Table struct {
 	// byAuthority maps "scheme://host:port" to the upstreams whose URL has
 	// that origin, longest path first, so the first boundary match is the
 	// longest configured prefix.
-	byAuthority map[string][]*config.Upstream
+	byAuthority map[string][]prefixed
 	// byHost maps "host:port" (lower-cased; the URL's port, or for an alias
 	// the port it names, else its upstream scheme's default) to the first
 	// upstream in config order that claims it.
 	byHost map[string]hostRoute
-	// chains holds each format's upstreams in config order.
-	chains map[string][]*config.Upstream
+	// candidates holds, per upstream, the upstreams that may be asked
+	// instead of it.
+	candidates map[*config.Upstream][]*config.Upstream
 	// byKey maps an upstream key to its (first) upstream.
 	byKey map[string]*config.Upstream
 }
 
-// newTable builds the lookup structures for the given upstreams, which must be
-// in config order.
-func newTable(ups []*config.Upstream) *upstreamTable {
-	t := &upstreamTable{
-		byAuthority: make(map[string][]*config.Upstream),
+// NewTable builds the lookup structures for ups, which must be in config
+// order.
+func NewTable(ups []*config.Upstream) *Table {
+	t := &Table{
+		byAuthority: make(map[string][]prefixed),
 		byHost:      make(map[string]hostRoute),
-		chains:      make(map[string][]*config.Upstream),
+		candidates:  make(map[*config.Upstream][]*config.Upstream),
 		byKey:       make(map[string]*config.Upstream),
 	}
+	chains := make(map[string][]*config.Upstream)
 	for _, u := range ups {
 		if _, ok := t.byKey[u.Key]; !ok {
 			t.byKey[u.Key] = u
 		}
 		o := origin(u.URL.Scheme, u.URL.Hostname(), u.URL.Port())
-		t.byAuthority[o] = append(t.byAuthority[o], u)
+		t.byAuthority[o] = append(t.byAuthority[o], prefixed{upstream: u, base: u.URL.EscapedPath()})
 		for _, h := range u.Hosts {
-			hp := hostPortOf(u, h)
+			hp := HostPortOf(u, h)
 			if _, taken := t.byHost[hp]; !taken {
 				t.byHost[hp] = hostRoute{upstream: u, key: u.HostKey(h)}
 			}
 		}
-		t.chains[u.Format] = append(t.chains[u.Format], u)
+		chains[u.Format] = append(chains[u.Format], u)
 	}
 	for _, list := range t.byAuthority {
 		// Stable keeps config order among equal lengths: a duplicate URL is
 		// rejected by config, so ties only happen across formats.
-		sort.SliceStable(list, func(i, j int) bool {
-			return len(list[i].URL.EscapedPath()) > len(list[j].URL.EscapedPath())
-		})
+		sort.SliceStable(list, func(i, j int) bool { return len(list[i].base) > len(list[j].base) })
+	}
+	for _, u := range ups {
+		t.candidates[u] = candidatesOf(u, chains[u.Format])
 	}
 	return t
 }
 
-// Classify maps a request URL to its upstream (docs/behaviour.md §3): the longest
-// configured URL that is a prefix of it at a "/" boundary, else the first
-// upstream claiming its host, else nothing.
-func (t *upstreamTable) Classify(u *url.URL) route {
+// candidatesOf returns the upstreams that may be asked instead of u: same
+// format, later in config order, never a bound docker upstream, and none at
+// all for a bound upstream.
+func candidatesOf(u *config.Upstream, chain []*config.Upstream) []*config.Upstream {
+	if u.Bound {
+		return nil
+	}
+	var out []*config.Upstream
+	for _, c := range chain {
+		if c.Position > u.Position && !c.Bound {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Classify maps a request URL to its route (docs/behaviour.md §3): the
+// longest configured URL of the same scheme, host and port that is a prefix
+// of it at a "/" boundary, else the first upstream claiming its host, else
+// nothing.
+func (t *Table) Classify(u *url.URL) Route {
 	host := strings.ToLower(u.Hostname())
 	scheme := strings.ToLower(u.Scheme)
 	ups := t.byAuthority[origin(scheme, host, u.Port())]
 	if len(ups) == 0 {
-		_, port := hostPort(u)
+		_, port := HostPort(u)
 		return t.HostUpstream(host, port)
 	}
 	raw := u.EscapedPath()
 	path, climbed := resolveDots(raw, false)
 	loose, climbedLoose := resolveDots(raw, true)
 	if !climbed && !climbedLoose {
-		for _, up := range ups {
-			base := up.URL.EscapedPath()
-			rel, under := underPath(path, base)
-			_, looseUnder := underPath(loose, base)
+		for _, p := range ups {
+			rel, under := underPath(path, p.base)
+			_, looseUnder := underPath(loose, p.base)
 			if under && looseUnder {
-				return route{Upstream: up, Rel: rel, Key: up.Key}
+				return Route{Upstream: p.upstream, Rel: rel, Key: p.upstream.Key, Candidates: t.candidates[p.upstream]}
 			}
 		}
 	}
-	for _, up := range ups {
-		if _, rawUnder := underPath(raw, up.URL.EscapedPath()); rawUnder {
+	for _, p := range ups {
+		if _, rawUnder := underPath(raw, p.base); rawUnder {
 			// Addressed below a base path, resolved above every one.
-			return route{Upstream: up, Key: up.Key, ClimbsOut: true}
+			return Route{Upstream: p.upstream, Key: p.upstream.Key, ClimbsOut: true}
 		}
 	}
-	_, port := hostPort(u)
+	_, port := HostPort(u)
 	return t.HostUpstream(host, port)
 }
 
@@ -128,42 +160,52 @@ func (t *upstreamTable) Classify(u *url.URL) route {
 // claims host:port, or the zero route: the alias route of a request whose
 // URL matches no upstream, and the route of a CONNECT, where only the host
 // is visible.
-func (t *upstreamTable) HostUpstream(host, port string) route {
+func (t *Table) HostUpstream(host, port string) Route {
 	if hr, ok := t.byHost[net.JoinHostPort(strings.ToLower(host), port)]; ok {
-		return route{Upstream: hr.upstream, Alias: true, Key: hr.key}
+		return Route{Upstream: hr.upstream, Alias: true, Key: hr.key}
 	}
-	return route{}
+	return Route{}
 }
 
-// hostPortOf is "host:port" of one of u's hosts: its URL's port for the URL
+// ByKey returns the (first) upstream whose key is key, or nil.
+func (t *Table) ByKey(key string) *config.Upstream { return t.byKey[key] }
+
+// HostPorts lists every "host:port" the table classifies by host: the
+// upstreams' URL hosts and their alias hosts.
+func (t *Table) HostPorts() []string {
+	out := make([]string, 0, len(t.byHost))
+	for hp := range t.byHost {
+		out = append(out, hp)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// HostPortOf is "host:port" of one of u's hosts: its URL's port for the URL
 // host, the port an alias names, else the default port of u's scheme.
-func hostPortOf(u *config.Upstream, h string) string {
+func HostPortOf(u *config.Upstream, h string) string {
 	h = strings.ToLower(h)
 	if h == u.Hosts[0] {
-		_, port := hostPort(u.URL)
+		_, port := HostPort(u.URL)
 		return net.JoinHostPort(h, port)
 	}
 	if host, port, err := net.SplitHostPort(h); err == nil {
 		return net.JoinHostPort(host, port)
 	}
-	_, port := hostPort(&url.URL{Scheme: u.URL.Scheme, Host: h})
+	_, port := HostPort(&url.URL{Scheme: u.URL.Scheme, Host: h})
 	return net.JoinHostPort(strings.Trim(h, "[]"), port)
 }
 
-// Candidates returns the upstreams that may be asked instead of the one m
-// addressed (docs/behaviour.md §5.4): same format, later in config order, never a bound
-// docker upstream, and none at all for alias requests or bound upstreams.
-func (t *upstreamTable) Candidates(m route) []*config.Upstream {
-	if m.Upstream == nil || m.Alias || m.Upstream.Bound {
-		return nil
-	}
-	var out []*config.Upstream
-	for _, c := range t.chains[m.Upstream.Format] {
-		if c.Position > m.Upstream.Position && !c.Bound {
-			out = append(out, c)
+// HostPort returns u's lower-case host and its port, defaulted by scheme.
+func HostPort(u *url.URL) (string, string) {
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if port == "" {
+		port = "80"
+		if strings.EqualFold(u.Scheme, "https") {
+			port = "443"
 		}
 	}
-	return out
+	return host, port
 }
 
 // underPath reports whether path lies under base at a "/" boundary and

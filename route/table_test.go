@@ -1,4 +1,4 @@
-package proxy
+package route
 
 import (
 	"net/url"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/nora-breaker/nora-breaker/config"
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // classifyTOML exercises every rule of docs/behaviour.md §3: nested paths on one host,
@@ -34,10 +35,10 @@ proxy = "https://crates.io"
 maven = ["Mirror.Example.org"]
 `
 
-func classifyTable(t testing.TB) (*upstreamTable, *config.Config) {
+func classifyTable(t testing.TB) (*Table, *config.Config) {
 	t.Helper()
-	cfg := loadTestConfig(t, classifyTOML, nil)
-	return newTable(cfg.Upstreams), cfg
+	cfg := testkit.LoadConfig(t, classifyTOML, nil)
+	return NewTable(cfg.Upstreams), cfg
 }
 
 func TestClassify(t *testing.T) {
@@ -150,7 +151,7 @@ func TestCandidates(t *testing.T) {
 	for _, tc := range tests {
 		u, _ := url.Parse(tc.url)
 		var got []string
-		for _, c := range tab.Candidates(tab.Classify(u)) {
+		for _, c := range tab.Classify(u).Candidates {
 			got = append(got, c.Key)
 		}
 		if strings.Join(got, ",") != strings.Join(tc.want, ",") {
@@ -180,7 +181,6 @@ func FuzzClassify(f *testing.F) {
 			return
 		}
 		m := tab.Classify(u)
-		_ = tab.Candidates(m)
 		_ = tab.HostUpstream(u.Hostname(), u.Port())
 		if !m.Classified() || m.Alias || m.ClimbsOut {
 			return
@@ -269,4 +269,23 @@ func FuzzResolveDotsShortcut(f *testing.F) {
 			}
 		}
 	})
+}
+
+func BenchmarkClassify(b *testing.B) {
+	tab, _ := classifyTable(b)
+	var urls []*url.URL
+	for _, s := range []string{
+		"https://repo.example.com/maven2/sub/org/example/lib/1.0/lib-1.0.jar",
+		"https://registry-1.docker.io/v2/library/alpine/manifests/3.20",
+		"https://files.pythonhosted.org/packages/ab/cd/pkg-1.0-py3-none-any.whl",
+		"https://example.net/unlisted",
+	} {
+		u, _ := url.Parse(s)
+		urls = append(urls, u)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		_ = tab.Classify(urls[i%len(urls)])
+	}
 }

@@ -1,4 +1,4 @@
-package proxy
+package route
 
 import (
 	"net"
@@ -19,50 +19,54 @@ const (
 	maxLearned = 256
 )
 
-// learnedHost is one host learned from a redirect.
-type learnedHost struct {
-	name     string // host as written in the breaker key: "host", or "host:port" off the default port
-	upstream string // the key of the upstream that redirected to it
+// LearnedHost is one host learned from a redirect.
+type LearnedHost struct {
+	// Name is the host as written in the breaker key: "host", or
+	// "host:port" off its scheme's default port.
+	Name string
+	// Upstream is the key of the upstream that redirected to it.
+	Upstream string
 	expires  atomic.Int64
 }
 
-// key is the learned host's breaker key, like any alias host's.
-func (h *learnedHost) key() string { return h.upstream + "@" + h.name }
+// Key is the learned host's breaker key, like any alias host's.
+func (h *LearnedHost) Key() string { return h.Upstream + "@" + h.Name }
 
-// learnedHosts holds the learned hosts. Lookups read a published map
+// Learned holds the learned hosts. Lookups read a published map
 // without a lock; learning a new host copies it (rare), refreshing a known
 // one only moves its expiry.
-type learnedHosts struct {
+type Learned struct {
 	now  func() time.Time
 	mu   sync.Mutex // serialises learning
-	view atomic.Pointer[map[string]*learnedHost]
+	view atomic.Pointer[map[string]*LearnedHost]
 }
 
-func newLearnedHosts(now func() time.Time) *learnedHosts {
-	l := &learnedHosts{now: now}
-	empty := map[string]*learnedHost{}
+// NewLearned returns an empty set of learned hosts, timed by now.
+func NewLearned(now func() time.Time) *Learned {
+	l := &Learned{now: now}
+	empty := map[string]*LearnedHost{}
 	l.view.Store(&empty)
 	return l
 }
 
-// learn records that upstream redirected to target. It reports whether the
+// Learn records that upstream redirected to target. It reports whether the
 // set of hosts changed (a host was added or dropped), which needs their
 // breakers to be (re)made.
-func (l *learnedHosts) learn(upstream string, target *url.URL) bool {
+func (l *Learned) Learn(upstream string, target *url.URL) bool {
 	if target == nil || (target.Scheme != "http" && target.Scheme != "https") || target.Hostname() == "" {
 		return false
 	}
 	hp, name := learnedHostPort(target)
 	now := l.now()
 	expires := now.Add(learnedTTL).UnixNano()
-	if h, ok := (*l.view.Load())[hp]; ok && h.upstream == upstream && h.expires.Load() > now.UnixNano() {
+	if h, ok := (*l.view.Load())[hp]; ok && h.Upstream == upstream && h.expires.Load() > now.UnixNano() {
 		h.expires.Store(expires)
 		return false
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	cur := *l.view.Load()
-	next := make(map[string]*learnedHost, len(cur)+1)
+	next := make(map[string]*LearnedHost, len(cur)+1)
 	for k, h := range cur {
 		if h.expires.Load() > now.UnixNano() {
 			next[k] = h
@@ -71,7 +75,7 @@ func (l *learnedHosts) learn(upstream string, target *url.URL) bool {
 	if len(next) >= maxLearned {
 		dropSoonest(next)
 	}
-	h := &learnedHost{name: name, upstream: upstream}
+	h := &LearnedHost{Name: name, Upstream: upstream}
 	h.expires.Store(expires)
 	next[hp] = h
 	l.view.Store(&next)
@@ -79,7 +83,7 @@ func (l *learnedHosts) learn(upstream string, target *url.URL) bool {
 }
 
 // dropSoonest removes the host whose time runs out first.
-func dropSoonest(m map[string]*learnedHost) {
+func dropSoonest(m map[string]*LearnedHost) {
 	var victim string
 	var soonest int64
 	for k, h := range m {
@@ -90,8 +94,8 @@ func dropSoonest(m map[string]*learnedHost) {
 	delete(m, victim)
 }
 
-// lookup returns the learned host for host:port while its time lasts.
-func (l *learnedHosts) lookup(host, port string) (*learnedHost, bool) {
+// Lookup returns the learned host for host:port while its time lasts.
+func (l *Learned) Lookup(host, port string) (*LearnedHost, bool) {
 	h, ok := (*l.view.Load())[net.JoinHostPort(strings.ToLower(host), port)]
 	if !ok || h.expires.Load() <= l.now().UnixNano() {
 		return nil, false
@@ -99,10 +103,10 @@ func (l *learnedHosts) lookup(host, port string) (*learnedHost, bool) {
 	return h, true
 }
 
-// current lists the learned hosts whose time lasts.
-func (l *learnedHosts) current() []*learnedHost {
+// Current lists the learned hosts whose time lasts.
+func (l *Learned) Current() []*LearnedHost {
 	now := l.now().UnixNano()
-	var out []*learnedHost
+	var out []*LearnedHost
 	for _, h := range *l.view.Load() {
 		if h.expires.Load() > now {
 			out = append(out, h)
@@ -114,7 +118,7 @@ func (l *learnedHosts) current() []*learnedHost {
 // learnedHostPort is target's "host:port" and the name its breaker key
 // uses: the host alone on its scheme's default port, else host:port.
 func learnedHostPort(target *url.URL) (hp, name string) {
-	host, port := hostPort(target)
+	host, port := HostPort(target)
 	name = host
 	if !(target.Scheme == "http" && port == "80") && !(target.Scheme == "https" && port == "443") {
 		name = net.JoinHostPort(host, port)
