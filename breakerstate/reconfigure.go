@@ -96,3 +96,57 @@ func (s *Set) applyLocked(b *breaker, enabled bool, k KeySettings) {
 		b.m.state = nil
 	}
 }
+
+// Adjust adds the breakers of keys the set does not have yet and drops
+// those of remove, leaving every other key exactly as it is: no settings
+// re-applied, no state touched. It is the narrow call for keys that come
+// and go between reloads (hosts learned from redirects); a whole new
+// configuration goes through Reconfigure.
+func (s *Set) Adjust(add []KeySettings, remove []string) {
+	s.reconfMu.Lock()
+	defer s.reconfMu.Unlock()
+	old := s.table.Load()
+	gone := make(map[string]bool, len(remove))
+	for _, k := range remove {
+		gone[k] = true
+	}
+	next := &table{enabled: old.enabled, byKey: make(map[string]*breaker, len(old.byKey)+len(add)),
+		order: make([]*breaker, 0, len(old.order)+len(add))}
+	for _, b := range old.order {
+		if !gone[b.cfg.Key] {
+			next.byKey[b.cfg.Key] = b
+			next.order = append(next.order, b)
+		}
+	}
+	for _, k := range add {
+		if k.Key == "" || next.byKey[k.Key] != nil || gone[k.Key] {
+			continue
+		}
+		k.FailureThreshold = max(k.FailureThreshold, 1)
+		k.ResetTimeout = max(k.ResetTimeout, 0)
+		b := &breaker{set: s}
+		s.apply(b, old.enabled, k)
+		next.byKey[k.Key] = b
+		next.order = append(next.order, b)
+	}
+	s.table.Store(next)
+	for _, k := range remove {
+		if b := old.byKey[k]; b != nil {
+			b.write(func() pending {
+				b.retired = true
+				return pending{}
+			})
+			s.metrics.forget(k)
+		}
+	}
+}
+
+// Keys lists the configured keys in order.
+func (s *Set) Keys() []string {
+	t := s.table.Load()
+	out := make([]string, len(t.order))
+	for i, b := range t.order {
+		out[i] = b.cfg.Key
+	}
+	return out
+}

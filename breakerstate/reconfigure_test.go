@@ -117,3 +117,33 @@ func TestReconfigureSanitises(t *testing.T) {
 		t.Fatalf("snapshots = %+v, want one key a with threshold 1 and reset 0", snaps)
 	}
 }
+
+// Adjust adds and drops keys without touching any other: an open breaker
+// stays open with its count and settings, even when the added key's list
+// names it again with other settings.
+func TestAdjustTouchesOnlyTheKeysItNames(t *testing.T) {
+	h := newHarness(t, true, keySettings("a", 1, time.Minute), keySettings("b", 3, time.Minute))
+	h.openBreaker(t, "a")
+	failing := h.admit(t, "b")
+	failing.Done(Failure)
+	h.Adjust([]KeySettings{keySettings("c", 2, time.Second), keySettings("a", 9, time.Hour)}, []string{"b"})
+
+	if s := h.snap(t, "a"); s.State != Open || s.Threshold != 1 || s.ResetTimeout != time.Minute {
+		t.Errorf("a after Adjust: %+v, want still open with its own settings", s)
+	}
+	if _, err := h.Allow("b"); !errors.Is(err, ErrUnknownKey) {
+		t.Errorf("Allow(dropped b) = %v, want ErrUnknownKey", err)
+	}
+	if s := h.snap(t, "c"); s.State != Closed || s.Threshold != 2 {
+		t.Errorf("added c: %+v, want closed with threshold 2", s)
+	}
+	if got := strings.Join(h.Keys(), ","); got != "a,c" {
+		t.Errorf("Keys() = %s, want a,c", got)
+	}
+	got := series(t, h.reg)
+	for name := range got {
+		if strings.Contains(name, "registry=b,") || strings.HasSuffix(name, "registry=b}") {
+			t.Errorf("series of dropped key survived: %s", name)
+		}
+	}
+}

@@ -58,12 +58,15 @@ type Proxy struct {
 	// a reload stores its snapshot under it (syncBreakers).
 	learned *route.Learned
 	keysMu  sync.Mutex
-	chain   *fallback.Chain
-	stale   *stale.Cache
-	ca      *tls.Certificate
-	certs   *certs.Store
-	metrics *metrics
-	shared  *sharedstate.Client // nil unless shared_state is set
+	// learnedKeys are the breaker keys syncLearned gave the learned hosts
+	// (guarded by keysMu).
+	learnedKeys map[string]bool
+	chain       *fallback.Chain
+	stale       *stale.Cache
+	ca          *tls.Certificate
+	certs       *certs.Store
+	metrics     *metrics
+	shared      *sharedstate.Client // nil unless shared_state is set
 	// bufs recycles the buffers response bodies are copied through.
 	bufs     *sync.Pool
 	started  time.Time

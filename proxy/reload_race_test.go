@@ -85,7 +85,8 @@ proxies = ["http://npm.test"]
 		if got, want := p.breakers.Enabled(), cfg.CircuitBreaker.Enabled; got != want {
 			t.Fatalf("round %d: breakers enabled = %v under a configuration with enabled = %v", round, got, want)
 		}
-		want := p.allKeySettings(p.state.Load())
+		snap := p.state.Load()
+		want := append(keySettings(snap.cfg), p.learnedKeySettings(snap, configuredKeys(snap))...)
 		var got []string
 		for _, s := range p.breakers.Snapshot() {
 			got = append(got, s.Key)
