@@ -62,7 +62,7 @@ func (p *Proxy) onConnect(hostport string, ctx *goproxy.ProxyCtx) (action *gopro
 
 // connectRefusal returns why a CONNECT is refused, or "".
 func connectRefusal(snap *snapshot, up *config.Upstream, host, port string) string {
-	if why := destinationRefusal(snap, host, port, up != nil); why != "" {
+	if why := snap.policy.RefuseTarget(host, port, up != nil); why != "" {
 		return why
 	}
 	if up == nil && !snap.connectPorts[port] { // a classified route is on its own port

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"strings"
 	"testing"
 
@@ -95,34 +94,5 @@ func TestLoopbackOnlyWhereTheConfigurationNamesIt(t *testing.T) {
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(hidden.URL, "http://"))
 	if resp, _ := fbGet(t, c, "http://localhost:"+port+"/internal"); resp.StatusCode != http.StatusForbidden || hidden.hits.Load() != 0 {
 		t.Fatalf("by the name localhost: %d (hits %d), want 403 and untouched", resp.StatusCode, hidden.hits.Load())
-	}
-}
-
-// TestOwnListenersReachedByThePodAddress: the listeners are reached through
-// any of the machine's own addresses when they listen on all of them.
-func TestOwnListenersReachedByThePodAddress(t *testing.T) {
-	pod := netip.MustParseAddr("10.42.0.17")
-	o := newOwnListeners([]netip.Addr{pod, netip.MustParseAddr("fe80::1%eth0")},
-		&net.TCPAddr{IP: net.IPv4zero, Port: 9128}, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 3128})
-	tests := []struct {
-		to   string
-		want bool
-	}{
-		{"10.42.0.17:9128", true},
-		{"10.42.0.17:3128", true},
-		{"127.0.0.1:9128", true},
-		{"127.1.2.3:3128", true},
-		{"0.0.0.0:9128", true},
-		{"[::1]:9128", true},
-		{"[::ffff:10.42.0.17]:9128", true},
-		{"[fe80::1]:9128", true},
-		{"10.42.0.18:9128", false},
-		{"10.42.0.17:8080", false},
-		{"192.0.2.1:9128", false},
-	}
-	for _, tc := range tests {
-		if got := o.reaches(netip.MustParseAddrPort(tc.to)); got != tc.want {
-			t.Errorf("reaches(%s) = %v, want %v", tc.to, got, tc.want)
-		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/certs"
 	"github.com/nora-breaker/nora-breaker/config"
+	"github.com/nora-breaker/nora-breaker/destination"
 	"github.com/nora-breaker/nora-breaker/fallback"
 	"github.com/nora-breaker/nora-breaker/route"
 	"github.com/nora-breaker/nora-breaker/sharedstate"
@@ -52,7 +53,7 @@ type Proxy struct {
 	throttles *throttle.Table
 	// own names the proxy's bound listeners (set by Serve), which no
 	// request may be forwarded to.
-	own atomic.Pointer[ownListeners]
+	own atomic.Pointer[destination.Own]
 	// learned holds the hosts learned from upstreams' redirects; keysMu
 	// serialises giving the breaker set its keys (reloads, new hosts), and
 	// a reload stores its snapshot under it (syncBreakers).

@@ -76,7 +76,7 @@ func (p *Proxy) serve(req *http.Request, cs *connectState, snap *snapshot, rec *
 	host, port := route.HostPort(req.URL)
 	m := snap.routes.Of(req.URL)
 	rec.route = m
-	if why := destinationRefusal(snap, host, port, m.Classified()); why != "" {
+	if why := snap.policy.RefuseTarget(host, port, m.Classified()); why != "" {
 		return rec.deny(answer.Refused(req, http.StatusForbidden, why))
 	}
 	if m.ClimbsOut {

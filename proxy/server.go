@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/nora-breaker/nora-breaker/destination"
 )
 
 // Limits of the client-facing listener (docs/behaviour.md §10).
@@ -27,7 +29,7 @@ const (
 // commits complete stale writes and returns.
 func (p *Proxy) Serve(ctx context.Context, proxyLn, adminLn net.Listener) error {
 	// From here on no request may reach these two ports on this machine.
-	p.own.Store(newOwnListeners(interfaceAddrs(), proxyLn.Addr(), adminLn.Addr()))
+	p.own.Store(destination.NewOwn(destination.InterfaceAddrs(), proxyLn.Addr(), adminLn.Addr()))
 	errLog := log.New(zerologWriter{p.log}, "", 0)
 	proxySrv := &http.Server{
 		Handler:           p.Handler(),

@@ -3,10 +3,11 @@ package proxy
 import (
 	"net"
 	"net/http"
-	"strings"
 	"sync/atomic"
 
 	"github.com/nora-breaker/nora-breaker/config"
+	"github.com/nora-breaker/nora-breaker/destination"
+	"github.com/nora-breaker/nora-breaker/dial"
 	"github.com/nora-breaker/nora-breaker/fallback"
 	"github.com/nora-breaker/nora-breaker/route"
 )
@@ -31,13 +32,15 @@ type snapshot struct {
 	hostOfKey map[string]keyHost
 	// transport carries every upstream attempt of requests decided under
 	// this snapshot. It is rebuilt only when a setting it was built from
-	// changes (see upstreamSettings), so a reload that touches nothing of
+	// changes (see dial.Settings), so a reload that touches nothing of
 	// the kind keeps the pooled upstream connections.
 	transport *http.Transport
-	dial      *dialer // the transport's dialer, also used for tunnels
-	// upstream holds the settings transport was built from, allow_hosts
-	// among them (hostAllowed reads it).
-	upstream upstreamSettings
+	dial      *dial.Dialer // the transport's dialer, also used for tunnels
+	// upstream holds the settings transport was built from.
+	upstream dial.Settings
+	// policy is the destination policy targets are checked by before any
+	// dial (the dialer applies the same policy to resolved addresses).
+	policy destination.Policy
 	// fallback is what the fallback loop decides requests under (set by
 	// buildSnapshot; zero in a snapshot built alone).
 	fallback fallback.Settings
@@ -50,7 +53,7 @@ type keyHost struct{ host, upstream string }
 // the settings it was built from are unchanged (prev may be nil).
 // own names the proxy's listeners once they are bound (nil in tests that
 // build a snapshot alone).
-func newSnapshot(cfg *config.Config, prev *snapshot, own *atomic.Pointer[ownListeners], learned *route.Learned) (*snapshot, error) {
+func newSnapshot(cfg *config.Config, prev *snapshot, own *atomic.Pointer[destination.Own], learned *route.Learned) (*snapshot, error) {
 	table := route.NewTable(cfg.Upstreams)
 	s := &snapshot{cfg: cfg, routes: route.NewRouter(table, learned),
 		connectPorts: map[string]bool{"443": true},
@@ -68,24 +71,20 @@ func newSnapshot(cfg *config.Config, prev *snapshot, own *atomic.Pointer[ownList
 		}
 		s.hostOfKey[b.Key] = keyHost{host: host, upstream: b.Upstream.Key}
 	}
-	s.upstream = upstreamSettingsOf(cfg, table)
-	for a := range s.upstream.allow {
+	s.upstream = dial.SettingsOf(cfg, table)
+	s.policy = s.upstream.Policy(own, cfg.Sidecar.DenyUnlisted)
+	for a := range s.upstream.Allow {
 		if _, port, err := net.SplitHostPort(a); err == nil {
 			s.connectPorts[port] = true
 		}
 	}
-	if prev != nil && prev.upstream.equal(s.upstream) {
+	if prev != nil && prev.upstream.Equal(s.upstream) {
 		s.transport, s.dial = prev.transport, prev.dial
 		return s, nil
 	}
 	var err error
-	s.transport, s.dial, err = newTransport(s.upstream, own)
+	s.transport, s.dial, err = dial.NewTransport(s.upstream, own)
 	return s, err
-}
-
-// hostAllowed reports whether host (and port) is listed in allow_hosts.
-func (s *snapshot) hostAllowed(host, port string) bool {
-	return allowListed(s.upstream.allow, strings.ToLower(host), port)
 }
 
 // buildSnapshot is newSnapshot for p: it also fixes the settings the

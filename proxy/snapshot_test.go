@@ -28,7 +28,7 @@ allow_hosts = ["GitHub.com", "objects.example:8443", "[::1]:9000"]
 		{"repo.example", "8081", false}, // upstreams are not allow_hosts
 	}
 	for _, h := range hosts {
-		if got := st.hostAllowed(h.host, h.port); got != h.want {
+		if got := st.policy.Allowed(h.host, h.port); got != h.want {
 			t.Errorf("hostAllowed(%q, %q) = %v, want %v", h.host, h.port, got, h.want)
 		}
 	}

@@ -1,4 +1,4 @@
-package proxy
+package dial
 
 import (
 	"crypto/tls"
@@ -12,23 +12,24 @@ import (
 	"time"
 
 	"github.com/nora-breaker/nora-breaker/config"
+	"github.com/nora-breaker/nora-breaker/destination"
 	"github.com/nora-breaker/nora-breaker/route"
 )
 
-// upstreamSettings are the settings the upstream transport and its dialer
-// are built from. A reload that changes any of them builds a new transport
+// Settings are the settings the upstream transport and its dialer are
+// built from. A reload that changes any of them builds a new transport
 // for the requests that arrive after it; requests in flight finish on the
 // old one, whose idle connections are then closed. They are plain data, so
 // a later snapshot that reuses the transport shares nothing else with the
 // snapshot that built it.
-type upstreamSettings struct {
+type Settings struct {
 	upstreamCA          string
 	dialTimeout         time.Duration
 	tlsHandshakeTimeout time.Duration
 	resolve             map[string]string // "host:port" (lower-case host) → "ip:port"
-	// allow holds the allow_hosts entries ("host": any port, or
+	// Allow holds the allow_hosts entries ("host": any port, or
 	// "host:port"; lower-case), exempt from the metadata-address refusal.
-	allow map[string]bool
+	Allow map[string]bool
 	named map[string]bool // hosts upstreams and resolve name (may reach loopback)
 	// maxConnsPerHost bounds dialing, active and idle connections to one
 	// host together. Just after a reload that changes it the old transport's
@@ -36,17 +37,17 @@ type upstreamSettings struct {
 	maxConnsPerHost int
 }
 
-// upstreamSettingsOf takes the transport's settings from cfg, whose host
-// names config has already lower-cased (allow_hosts, resolve keys, upstream
+// SettingsOf takes the transport's settings from cfg, whose host names
+// config has already lower-cased (allow_hosts, resolve keys, upstream
 // hosts), and t, the table built from it.
-func upstreamSettingsOf(cfg *config.Config, t *route.Table) upstreamSettings {
+func SettingsOf(cfg *config.Config, t *route.Table) Settings {
 	sc := cfg.Sidecar
 	allow := make(map[string]bool, len(sc.AllowHosts))
 	for _, a := range sc.AllowHosts {
 		allow[a] = true
 	}
-	return upstreamSettings{upstreamCA: sc.UpstreamCA, dialTimeout: sc.DialTimeout,
-		tlsHandshakeTimeout: sc.TLSHandshakeTimeout, resolve: sc.Resolve, allow: allow,
+	return Settings{upstreamCA: sc.UpstreamCA, dialTimeout: sc.DialTimeout,
+		tlsHandshakeTimeout: sc.TLSHandshakeTimeout, resolve: sc.Resolve, Allow: allow,
 		maxConnsPerHost: sc.MaxUpstreamConnsPerHost, named: namedHosts(t, sc.Resolve)}
 }
 
@@ -67,16 +68,23 @@ func namedHosts(t *route.Table, resolve map[string]string) map[string]bool {
 	return named
 }
 
-func (a upstreamSettings) equal(b upstreamSettings) bool {
+// Equal reports whether a transport built from a would be built from b too.
+func (a Settings) Equal(b Settings) bool {
 	return a.upstreamCA == b.upstreamCA && a.dialTimeout == b.dialTimeout &&
 		a.tlsHandshakeTimeout == b.tlsHandshakeTimeout && maps.Equal(a.resolve, b.resolve) &&
-		maps.Equal(a.allow, b.allow) && a.maxConnsPerHost == b.maxConnsPerHost && maps.Equal(a.named, b.named)
+		maps.Equal(a.Allow, b.Allow) && a.maxConnsPerHost == b.maxConnsPerHost && maps.Equal(a.named, b.named)
 }
 
-// newTransport builds the transport every upstream attempt goes through
+// Policy is the destination policy the dialer applies: the allow and named
+// hosts of s, the listeners of own, and denyUnlisted for targets.
+func (s Settings) Policy(own *atomic.Pointer[destination.Own], denyUnlisted bool) destination.Policy {
+	return destination.Policy{Allow: s.Allow, Named: s.named, DenyUnlisted: denyUnlisted, Own: own}
+}
+
+// NewTransport builds the transport every upstream attempt goes through
 // (TLS verified against the system roots plus upstream_ca, never the
 // environment's proxy) and the dialer it and every tunnel dial with.
-func newTransport(s upstreamSettings, own *atomic.Pointer[ownListeners]) (*http.Transport, *dialer, error) {
+func NewTransport(s Settings, own *atomic.Pointer[destination.Own]) (*http.Transport, *Dialer, error) {
 	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12}
 	if s.upstreamCA != "" {
 		pem, err := os.ReadFile(s.upstreamCA)
@@ -92,8 +100,7 @@ func newTransport(s upstreamSettings, own *atomic.Pointer[ownListeners]) (*http.
 		}
 		tlsConf.RootCAs = pool
 	}
-	d := &dialer{timeout: s.dialTimeout, resolve: s.resolve,
-		policy: dialPolicy{own: own, named: s.named, allow: s.allow}}
+	d := &Dialer{timeout: s.dialTimeout, resolve: s.resolve, policy: s.Policy(own, false)}
 	return &http.Transport{
 		// Never the environment's proxy: in a pod HTTPS_PROXY points at us.
 		Proxy:               nil,

@@ -1,4 +1,8 @@
-package proxy
+// Package dial opens every connection the proxy makes towards an upstream:
+// a dialer that applies the [sidecar.resolve] map and the destination
+// policy to each address it is about to use, and the HTTP transport built
+// on it.
+package dial
 
 import (
 	"context"
@@ -12,18 +16,18 @@ import (
 	"github.com/nora-breaker/nora-breaker/destination"
 )
 
-// dialer opens every upstream and tunnel connection. It applies the
-// [sidecar.resolve] map (like curl --resolve) and the dial policy to every
-// address it is about to use, after resolution, so a DNS name pointing at
-// 169.254.169.254 or at the proxy itself is caught too.
-type dialer struct {
+// Dialer opens every upstream and tunnel connection. It applies the
+// [sidecar.resolve] map (like curl --resolve) and the destination policy to
+// every address it is about to use, after resolution, so a DNS name
+// pointing at 169.254.169.254 or at the proxy itself is caught too.
+type Dialer struct {
 	timeout time.Duration
 	resolve map[string]string // "host:port" (lower-case host) → "ip:port"
-	policy  dialPolicy
+	policy  destination.Policy
 }
 
 // DialContext dials addr ("host:port") with the resolve map and address policy.
-func (d *dialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+func (d *Dialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
@@ -41,7 +45,7 @@ func (d *dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 			if err != nil {
 				return fmt.Errorf("dial %s: unexpected address %q: %w", addr, address, destination.ErrForbidden)
 			}
-			return d.policy.check(host, port, ap)
+			return d.policy.CheckDial(host, port, ap)
 		},
 	}
 	return nd.DialContext(ctx, network, target)
