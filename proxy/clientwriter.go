@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/nora-breaker/nora-breaker/clientconn"
 )
 
 // clientWriter wraps the proxy listener's ResponseWriter. It flushes after
@@ -90,7 +92,8 @@ func (w *clientWriter) Flush() {
 	}
 }
 
-// Hijack hands goproxy the client connection wrapped with the idle timeout.
+// Hijack hands goproxy the client connection, switched to the hijacked form
+// of its idle rule (clientconn.Conn).
 func (w *clientWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	h, ok := w.ResponseWriter.(http.Hijacker)
 	if !ok {
@@ -102,17 +105,14 @@ func (w *clientWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	}
 	// A CONNECT or a 101 switch: the client's bytes from here on are a
 	// tunnel or another protocol, no longer HTTP/1 requests.
-	markHijacked(c)
-	if w.idle > 0 {
-		c = newIdleConn(c, w.idle)
-	}
+	c = clientconn.Hijacked(c, w.idle)
 	// Bytes the client sent right behind the CONNECT head (a TLS ClientHello
 	// in the same packet) sit in net/http's reader. They are moved into the
 	// connection itself, so whoever reads the connection next sees them,
 	// whether or not it knows about rw.
 	if n := rw.Reader.Buffered(); n > 0 {
 		pending, _ := rw.Reader.Peek(n)
-		c = &replayConn{halfCloser: halfCloser{c}, pending: append([]byte(nil), pending...)}
+		c = clientconn.Replay(c, append([]byte(nil), pending...))
 		_, _ = rw.Reader.Discard(n)
 	}
 	return c, rw, nil

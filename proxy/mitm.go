@@ -14,6 +14,7 @@ import (
 	"github.com/elazarl/goproxy"
 
 	"github.com/nora-breaker/nora-breaker/certs"
+	"github.com/nora-breaker/nora-breaker/clientconn"
 	"github.com/nora-breaker/nora-breaker/config"
 )
 
@@ -25,8 +26,6 @@ import (
 // puts the same limits on what arrives inside the tunnel as on the plain
 // port, speaks HTTP/2 when ALPN picks it, and refuses an ambiguous
 // Content-Length + Transfer-Encoding head as the plain port does.
-
-const tlsRecordHandshake = 0x16 // first byte of a TLS ClientHello record
 
 // interceptAction answers an intercepted CONNECT: goproxy hands us the raw
 // client connection and we do the rest, under the snapshot the CONNECT was
@@ -64,7 +63,7 @@ func (p *Proxy) serveIntercepted(connectReq *http.Request, client net.Conn, cs *
 		Handler:           &innerHandler{p: p, cs: cs, scheme: scheme, remote: connectReq.RemoteAddr, ln: ln},
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       p.fixed.idleTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
+		MaxHeaderBytes:    clientconn.MaxHeaderBytes,
 		ErrorLog:          log.New(zerologWriter{p.log}, "", 0),
 		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: streamsPerClientConn(snap.cfg.Sidecar)},
 		ConnState: func(_ net.Conn, s http.ConnState) {
@@ -101,10 +100,10 @@ func (p *Proxy) acceptInner(client net.Conn, hostport string, limit time.Duratio
 	if _, err := io.ReadFull(client, first); err != nil {
 		return nil, "", fmt.Errorf("waiting for the client's first byte: %w", err)
 	}
-	conn := &replayConn{halfCloser: halfCloser{client}, pending: first}
-	if first[0] != tlsRecordHandshake {
+	conn := clientconn.Replay(client, first)
+	if first[0] != clientconn.TLSRecordHandshake {
 		_ = client.SetDeadline(time.Time{})
-		return &framingConn{halfCloser: halfCloser{conn}}, "http", nil
+		return clientconn.Framed(conn), "http", nil
 	}
 	conf, err := certs.ServerConfig(p.ca, p.certs, hostport, true)
 	if err != nil {
@@ -118,7 +117,7 @@ func (p *Proxy) acceptInner(client net.Conn, hostport string, limit time.Duratio
 	if tc.ConnectionState().NegotiatedProtocol == "h2" {
 		return tc, "https", nil
 	}
-	return &framingConn{halfCloser: halfCloser{tc}}, "https", nil
+	return clientconn.Framed(tc), "https", nil
 }
 
 // innerHandler runs one request from inside an intercepted tunnel through
@@ -243,7 +242,7 @@ func (h *innerHandler) relayUpgrade(w http.ResponseWriter, resp *http.Response) 
 	}
 	defer h.ln.Close() // a hijacked connection never reports StateClosed
 	defer conn.Close()
-	markHijacked(conn) // what follows is the new protocol, not HTTP/1
+	clientconn.MarkHijacked(conn) // what follows is the new protocol, not HTTP/1
 	head := *resp
 	head.Body = nil
 	if head.Write(brw) != nil || brw.Flush() != nil {

@@ -12,12 +12,12 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/nora-breaker/nora-breaker/clientconn"
 	"github.com/nora-breaker/nora-breaker/destination"
 )
 
 // Limits of the client-facing listener (docs/behaviour.md §10).
 const (
-	maxHeaderBytes    = 64 << 10
 	readHeaderTimeout = 10 * time.Second
 	// shutdownGrace is how long in-flight requests may take to finish after
 	// SIGTERM before the process exits anyway.
@@ -35,7 +35,7 @@ func (p *Proxy) Serve(ctx context.Context, proxyLn, adminLn net.Listener) error 
 		Handler:           p.Handler(),
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       p.fixed.idleTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
+		MaxHeaderBytes:    clientconn.MaxHeaderBytes,
 		ErrorLog:          errLog,
 	}
 	adminSrv := &http.Server{
@@ -44,10 +44,10 @@ func (p *Proxy) Serve(ctx context.Context, proxyLn, adminLn net.Listener) error 
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       p.fixed.idleTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
+		MaxHeaderBytes:    clientconn.MaxHeaderBytes,
 		ErrorLog:          errLog,
 	}
-	limited := newLimitListener(proxyLn, p.fixed.maxConnections, p.fixed.idleTimeout)
+	limited := clientconn.NewListener(proxyLn, p.fixed.maxConnections, p.fixed.idleTimeout)
 	errc := make(chan error, 2)
 	go func() { errc <- serveUntilClosed(proxySrv, limited) }()
 	go func() { errc <- serveUntilClosed(adminSrv, adminLn) }()

@@ -1,4 +1,4 @@
-package proxy
+package clientconn
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ func errFramingRead() error {
 	return &net.OpError{Op: "read", Net: "tcp", Err: errAmbiguousFraming}
 }
 
-// framingConn watches the bytes a client sends on the plain proxy port and
+// framing follows the bytes a client sends on the plain proxy port and
 // inside intercepted HTTP/1 tunnels, and refuses a request that carries both
 // Content-Length and Transfer-Encoding (docs/behaviour.md §10). net/http
 // would silently drop the Content-Length of such a request and carry on; a
@@ -35,22 +35,57 @@ func errFramingRead() error {
 // header above them. It keeps scanning for as long as the connection speaks
 // HTTP/1, whatever the requests ask for: only when the connection is
 // hijacked (an accepted CONNECT, a 101 protocol switch) does what follows
-// stop being HTTP/1, and the hijacker says so (markHijacked). It also gives up on input
-// net/http itself refuses and closes the connection for (an oversized head,
-// a malformed chunk), since no request can follow it.
-type framingConn struct {
-	halfCloser
+// stop being HTTP/1, and the hijacker says so (MarkHijacked). It also gives
+// up on input net/http itself refuses and closes the connection for (an
+// oversized head, a malformed chunk), since no request can follow it.
+//
+// A framing is used by one reading goroutine at a time.
+type framing struct {
 	state   framingState
 	head    []byte // the current head so far, capped
 	remain  int64  // bytes left in a fixed-length body or chunk
 	line    []byte // the current chunk-size or trailer line
 	failed  bool
-	stopped bool        // input net/http refuses too: nothing to follow
-	hijack  atomic.Bool // the connection left HTTP/1
+	stopped bool // input net/http refuses too: nothing to follow
 }
 
+// read scans what conn.Read delivered into p; after a conflicting head it
+// has written the 400 to w and every read fails.
+func (f *framing) read(p []byte, n int, err error, w net.Conn, hijacked bool) (int, error) {
+	if f.failed {
+		return 0, errFramingRead()
+	}
+	if n > 0 && !f.stopped && !hijacked && !f.scan(p[:n]) {
+		f.failed = true
+		_, _ = w.Write(RawAnswer(http.StatusBadRequest, "",
+			"nora-breaker: request has both Content-Length and Transfer-Encoding\r\n\r\n"))
+		return 0, errFramingRead()
+	}
+	return n, err
+}
+
+// framedConn is the framing check alone, for the HTTP/1 connection inside
+// an intercepted tunnel (the tunnel's outer connection has the idle rule).
+type framedConn struct {
+	halfCloser
+	f      framing
+	hijack atomic.Bool // the connection left HTTP/1
+}
+
+// Framed wraps c, an HTTP/1 connection net/http is about to serve, in the
+// framing check.
+func Framed(c net.Conn) net.Conn { return &framedConn{halfCloser: halfCloser{c}} }
+
 // hijacked ends scanning: what follows is a tunnel or another protocol.
-func (c *framingConn) hijacked() { c.hijack.Store(true) }
+func (c *framedConn) hijacked() { c.hijack.Store(true) }
+
+func (c *framedConn) Read(p []byte) (int, error) {
+	if c.f.failed {
+		return 0, errFramingRead()
+	}
+	n, err := c.Conn.Read(p)
+	return c.f.read(p, n, err, c.Conn, c.hijack.Load())
+}
 
 type framingState uint8
 
@@ -65,24 +100,10 @@ const (
 
 // maxScannedHead bounds how much of a head is kept; a larger head is
 // refused by net/http (431) anyway, so scanning just stops.
-const maxScannedHead = maxHeaderBytes + 4096
-
-func (c *framingConn) Read(p []byte) (int, error) {
-	if c.failed {
-		return 0, errFramingRead()
-	}
-	n, err := c.Conn.Read(p)
-	if n > 0 && !c.stopped && !c.hijack.Load() && !c.scan(p[:n]) {
-		c.failed = true
-		_, _ = c.Conn.Write(rawAnswer(http.StatusBadRequest, "",
-			"nora-breaker: request has both Content-Length and Transfer-Encoding\r\n\r\n"))
-		return 0, errFramingRead()
-	}
-	return n, err
-}
+const maxScannedHead = MaxHeaderBytes + 4096
 
 // scan advances the framing state over b; false means a conflicting head.
-func (c *framingConn) scan(b []byte) bool {
+func (c *framing) scan(b []byte) bool {
 	for len(b) > 0 && !c.stopped {
 		switch c.state {
 		case inHead:
@@ -126,7 +147,7 @@ func (c *framingConn) scan(b []byte) bool {
 	return true
 }
 
-func (c *framingConn) appendHead(b []byte) {
+func (c *framing) appendHead(b []byte) {
 	if len(c.head)+len(b) > maxScannedHead {
 		c.stopped = true // net/http answers 431 to this head
 		return
@@ -134,7 +155,7 @@ func (c *framingConn) appendHead(b []byte) {
 	c.head = append(c.head, b...)
 }
 
-func (c *framingConn) appendLine(b []byte) {
+func (c *framing) appendLine(b []byte) {
 	if len(c.line)+len(b) > 4096 {
 		c.stopped = true // a malformed chunk; net/http rejects it
 		return
@@ -155,7 +176,7 @@ func isHeadEnd(head []byte) bool {
 // endHead inspects a complete head and sets up the body state. It walks the
 // head in place, without splitting it into strings: it runs for every
 // request on the plain port.
-func (c *framingConn) endHead() bool {
+func (c *framing) endHead() bool {
 	head := bytes.TrimLeft(c.head, "\r\n")
 	first := true
 	http10 := false
@@ -223,7 +244,7 @@ func asciiEqualFold(b []byte, lower string) bool {
 }
 
 // endLine handles one complete line inside a chunked body.
-func (c *framingConn) endLine() {
+func (c *framing) endLine() {
 	line := strings.TrimRight(string(c.line), "\r\n")
 	c.line = c.line[:0]
 	switch c.state {
