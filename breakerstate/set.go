@@ -56,6 +56,34 @@ type Transition struct {
 	Manual bool
 }
 
+// Why names the reason for the transition in an operator's words (the
+// "why" of its log line and of the admin listener's history).
+// Manual and fleet changes are told apart first: they can take any path
+// through the state machine.
+func (t Transition) Why() string {
+	switch {
+	case t.Manual:
+		return "forced"
+	case t.Remote:
+		return "fleet"
+	}
+	switch [2]State{t.From, t.To} {
+	case [2]State{Closed, Open}:
+		return "threshold reached"
+	case [2]State{HalfOpen, Open}:
+		return "probe failed"
+	case [2]State{HalfOpen, Closed}:
+		return "probe succeeded"
+	case [2]State{Open, HalfOpen}:
+		return "probe due"
+	case [2]State{Open, Closed}:
+		// A request admitted while still closed came back with a success
+		// after the breaker had opened; NORA's semantics close it.
+		return "success of a request admitted before the opening"
+	}
+	return t.From.String() + " → " + t.To.String()
+}
+
 // Options configures New. Zero values are noted per field.
 type Options struct {
 	// Enabled turns the breakers on. When false, Allow never rejects, reports

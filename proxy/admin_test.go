@@ -309,30 +309,3 @@ func statusTables(out string) [][][]string {
 // TestSummarize: /health and the status page sum the breakers up alike:
 // each format's worst state, degraded while any breaker is not closed, and
 // a disabled set healthy.
-func TestSummarize(t *testing.T) {
-	for _, c := range []struct {
-		name       string
-		states     [][2]string // format, state
-		enabled    bool
-		status, cb string
-		worst      map[string]string
-	}{
-		{"all closed", [][2]string{{"npm", "closed"}, {"pypi", "closed"}}, true, "healthy", "enabled",
-			map[string]string{"npm": "closed", "pypi": "closed"}},
-		{"worst per format", [][2]string{{"npm", "closed"}, {"npm", "half_open"}, {"npm", "open"}, {"npm", "closed"},
-			{"pypi", "half_open"}, {"cargo", "closed"}}, true, "degraded", "enabled",
-			map[string]string{"npm": "open", "pypi": "half_open", "cargo": "closed"}},
-		{"disabled", [][2]string{{"npm", "disabled"}, {"pypi", "disabled"}}, false, "healthy", "disabled",
-			map[string]string{"npm": "disabled", "pypi": "disabled"}},
-		{"no breakers", nil, true, "healthy", "enabled", map[string]string{}},
-	} {
-		var views []breakerView
-		for _, s := range c.states {
-			views = append(views, breakerView{Key: s[0] + fmt.Sprint(len(views)), Format: s[0], State: s[1]})
-		}
-		got := summarize(views, c.enabled)
-		if got.status != c.status || got.circuitBreaker != c.cb || fmt.Sprint(got.worst) != fmt.Sprint(c.worst) {
-			t.Errorf("%s: %+v, want %s %s %v", c.name, got, c.status, c.cb, c.worst)
-		}
-	}
-}

@@ -9,6 +9,7 @@ package proxy
 import (
 	"crypto/tls"
 	"fmt"
+	"maps"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/nora-breaker/nora-breaker/admin"
 	"github.com/nora-breaker/nora-breaker/attempt"
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/certs"
@@ -73,7 +75,8 @@ type Proxy struct {
 	started  time.Time
 	shutting atomic.Bool
 	// history keeps the last breaker transitions for the admin listener.
-	history transitionLog
+	history *admin.History
+	admin   *admin.Server
 	// goneLog rate-limits the log lines of requests whose client went away.
 	goneLog *lineLimiter
 	// testHook, when set, is called at the top of serve; tests use it to
@@ -96,6 +99,7 @@ func New(cfg *config.Config, deps Deps) (*Proxy, error) {
 		deps.Now = time.Now
 	}
 	p := &Proxy{deps: deps, log: deps.Logger, now: deps.Now, started: deps.Now(), bufs: newCopyBufs(),
+		history: &admin.History{},
 		fixed:   fixedSettings{idleTimeout: cfg.Sidecar.IdleTimeout, maxConnections: cfg.Sidecar.MaxConnections},
 		learned: route.NewLearned(deps.Now),
 		goneLog: newLineLimiter(deps.Now, time.Second, goneLogBurst)}
@@ -120,6 +124,7 @@ func New(cfg *config.Config, deps Deps) (*Proxy, error) {
 		return nil, err
 	}
 	p.buildGoproxy()
+	p.buildAdmin()
 	if err := p.startShared(cfg, snap); err != nil {
 		return nil, err
 	}
@@ -216,6 +221,35 @@ func (p *Proxy) Handler() http.Handler {
 		p.gp.ServeHTTP(&clientWriter{ResponseWriter: w, idle: p.fixed.idleTimeout, bufs: p.bufs}, r)
 	})
 }
+
+// buildAdmin makes the admin listener's server, reading the configuration
+// in force (and the hosts learned since) on every admin request.
+func (p *Proxy) buildAdmin() {
+	p.admin = admin.New(admin.Options{Registry: p.deps.Registry, Breakers: p.breakers, Throttles: p.throttles,
+		History: p.history, Hosts: p.keyHosts, Token: func() string { return p.state.Load().cfg.Sidecar.AdminToken },
+		Shared: p.sharedStatus, ShuttingDown: p.shutting.Load, Now: p.now, Started: p.started,
+		Version: p.deps.Version, Logger: p.log})
+}
+
+// keyHosts names what every breaker key stands for: the snapshot's
+// configured keys and the learned hosts' keys.
+func (p *Proxy) keyHosts() map[string]admin.KeyHost {
+	hosts := p.state.Load().hostOfKey
+	learned := p.learned.Current()
+	if len(learned) == 0 {
+		return hosts
+	}
+	hosts = maps.Clone(hosts)
+	for _, h := range learned {
+		if _, ok := hosts[h.Key()]; !ok {
+			hosts[h.Key()] = admin.KeyHost{Host: h.Name, Upstream: h.Upstream}
+		}
+	}
+	return hosts
+}
+
+// AdminHandler serves the admin listener (docs/behaviour.md §7).
+func (p *Proxy) AdminHandler() http.Handler { return p.admin.Handler() }
 
 // Breakers exposes the breaker set (admin API, status).
 func (p *Proxy) Breakers() *breakerstate.Set { return p.breakers }

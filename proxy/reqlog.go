@@ -162,12 +162,12 @@ func redactQuery(raw string) string {
 // info when it is probed or comes back. It also keeps it in the bounded
 // history the admin listener shows (history.go).
 func (p *Proxy) logTransition(t breakerstate.Transition) {
-	p.history.add(newHistoryEntry(t))
+	p.history.Add(t)
 	lvl := zerolog.InfoLevel
 	if t.To == breakerstate.Open {
 		lvl = zerolog.WarnLevel
 	}
 	p.log.WithLevel(lvl).Str("key", t.Key).Str("from", t.From.String()).Str("to", t.To.String()).
 		Int("failure_count", t.FailureCount).Bool("remote", t.Remote).Bool("manual", t.Manual).
-		Str("why", transitionWhy(t)).Msg("circuit breaker transition")
+		Str("why", t.Why()).Msg("circuit breaker transition")
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sync/atomic"
 
+	"github.com/nora-breaker/nora-breaker/admin"
 	"github.com/nora-breaker/nora-breaker/config"
 	"github.com/nora-breaker/nora-breaker/destination"
 	"github.com/nora-breaker/nora-breaker/dial"
@@ -29,7 +30,7 @@ type snapshot struct {
 	connectPorts map[string]bool
 	// hostOfKey names, for every breaker key, the host it admits and the
 	// upstream that host belongs to (for /breakers and the status page).
-	hostOfKey map[string]keyHost
+	hostOfKey map[string]admin.KeyHost
 	// transport carries every upstream attempt of requests decided under
 	// this snapshot. It is rebuilt only when a setting it was built from
 	// changes (see dial.Settings), so a reload that touches nothing of
@@ -46,9 +47,6 @@ type snapshot struct {
 	fallback fallback.Settings
 }
 
-// keyHost is what a breaker key stands for.
-type keyHost struct{ host, upstream string }
-
 // newSnapshot derives a snapshot from cfg, reusing prev's transport when
 // the settings it was built from are unchanged (prev may be nil).
 // own names the proxy's listeners once they are bound (nil in tests that
@@ -57,7 +55,7 @@ func newSnapshot(cfg *config.Config, prev *snapshot, own *atomic.Pointer[destina
 	table := route.NewTable(cfg.Upstreams)
 	s := &snapshot{cfg: cfg, routes: route.NewRouter(table, learned),
 		connectPorts: map[string]bool{"443": true},
-		hostOfKey:    make(map[string]keyHost)}
+		hostOfKey:    make(map[string]admin.KeyHost)}
 	for _, u := range cfg.Upstreams {
 		for _, h := range u.Hosts {
 			_, port, _ := net.SplitHostPort(route.HostPortOf(u, h))
@@ -69,7 +67,7 @@ func newSnapshot(cfg *config.Config, prev *snapshot, own *atomic.Pointer[destina
 		if host == b.Upstream.Hosts[0] {
 			host = b.Upstream.URL.Host // the URL host is shown with its port
 		}
-		s.hostOfKey[b.Key] = keyHost{host: host, upstream: b.Upstream.Key}
+		s.hostOfKey[b.Key] = admin.KeyHost{Host: host, Upstream: b.Upstream.Key}
 	}
 	s.upstream = dial.SettingsOf(cfg, table)
 	s.policy = s.upstream.Policy(own, cfg.Sidecar.DenyUnlisted)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nora-breaker/nora-breaker/answer"
+	"github.com/nora-breaker/nora-breaker/internal/adminapi"
 )
 
 // Rate limits (docs/behaviour.md §5.6): a 429 to a GET or HEAD leaves its
@@ -161,10 +162,10 @@ stale_dir = %q
 }
 
 // breakerViewOf returns key's entry of GET /breakers.
-func breakerViewOf(t *testing.T, tp *testProxy, key string) breakerView {
+func breakerViewOf(t *testing.T, tp *testProxy, key string) adminapi.Breaker {
 	t.Helper()
 	_, body := ixAdmin(t, tp, "GET", "/breakers", "")
-	var views []breakerView
+	var views []adminapi.Breaker
 	if err := json.Unmarshal([]byte(body), &views); err != nil {
 		t.Fatal(err)
 	}
@@ -174,5 +175,5 @@ func breakerViewOf(t *testing.T, tp *testProxy, key string) breakerView {
 		}
 	}
 	t.Fatalf("/breakers has no %s", key)
-	return breakerView{}
+	return adminapi.Breaker{}
 }

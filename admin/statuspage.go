@@ -1,4 +1,4 @@
-package proxy
+package admin
 
 import (
 	_ "embed"
@@ -69,27 +69,27 @@ type pageTransition struct {
 }
 
 // handleStatusPage serves GET /.
-func (p *Proxy) handleStatusPage(w http.ResponseWriter, _ *http.Request) {
-	v := p.statusPage()
+func (s *Server) handleStatusPage(w http.ResponseWriter, _ *http.Request) {
+	v := s.statusPage()
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	// The page has no business loading anything from elsewhere.
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'")
 	if err := statusPageTemplate.Execute(w, v); err != nil {
-		p.log.Warn().Err(err).Msg("status page")
+		s.o.Logger.Warn().Err(err).Msg("status page")
 	}
 }
 
 // statusPage builds the page's view model at this instant.
-func (p *Proxy) statusPage() pageView {
-	now := p.now()
-	counts := gatherCounts(p.deps.Registry)
-	views := p.views()
-	sum := summarize(views, p.breakers.Enabled())
-	v := pageView{Version: p.deps.Version, Status: sum.status, CircuitBreaker: sum.circuitBreaker,
-		Uptime: formatAge(now.Sub(p.started)), Now: now.UTC().Format(time.RFC3339),
+func (s *Server) statusPage() pageView {
+	now := s.o.Now()
+	counts := gatherCounts(s.o.Registry)
+	views := s.views()
+	sum := summarize(views, s.o.Breakers.Enabled())
+	v := pageView{Version: s.o.Version, Status: sum.status, CircuitBreaker: sum.circuitBreaker,
+		Uptime: formatAge(now.Sub(s.o.Started)), Now: now.UTC().Format(time.RFC3339),
 		Formats: groupFormats(views, sum.worst, counts), Fallbacks: counts.fallbacks, HistorySize: historySize}
-	for _, e := range p.history.list() {
+	for _, e := range s.o.History.list() {
 		v.History = append(v.History, pageTransition{historyEntry: e, Time: e.At.UTC().Format("2006-01-02 15:04:05"),
 			Ago: formatAge(now.Sub(e.At))})
 	}

@@ -1,4 +1,4 @@
-package proxy
+package admin
 
 import (
 	"crypto/sha256"
@@ -23,9 +23,9 @@ func adminOpenPath(path string) bool {
 // call except the open paths needs "Authorization: Bearer <token>". The
 // token is read from the configuration in force for each request, so a
 // reload that sets, changes or removes it applies to the next call.
-func (p *Proxy) requireAdminToken(next http.Handler) http.Handler {
+func (s *Server) requireAdminToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token := p.state.Load().cfg.Sidecar.AdminToken
+		token := s.o.Token()
 		if token == "" || adminOpenPath(r.URL.Path) || bearerMatches(r.Header.Get("Authorization"), token) {
 			next.ServeHTTP(w, r)
 			return

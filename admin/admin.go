@@ -1,9 +1,8 @@
-package proxy
+package admin
 
 import (
 	"encoding/json"
 	"errors"
-	"maps"
 	"math"
 	"net/http"
 
@@ -13,51 +12,48 @@ import (
 	"github.com/nora-breaker/nora-breaker/internal/adminapi"
 )
 
-// AdminHandler serves the admin listener (docs/behaviour.md §7). It is never mounted on
-// the proxy port. Every route but /metrics, /health and /ready sits behind
-// the admin token when one is configured (adminauth.go).
-func (p *Proxy) AdminHandler() http.Handler {
+// Handler serves the admin listener (docs/behaviour.md §7). It is never
+// mounted on the proxy port. Every route but /metrics, /health and /ready
+// sits behind the admin token when one is configured (adminauth.go).
+func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(p.deps.Registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /health", p.handleHealth)
-	mux.HandleFunc("GET /ready", p.handleReady)
-	mux.HandleFunc("GET /breakers", p.handleBreakers)
-	mux.HandleFunc("GET /breakers/history", p.handleHistory)
-	mux.HandleFunc("POST /breakers/force", p.handleForce)
-	mux.HandleFunc("GET /{$}", p.handleStatusPage)
-	return p.requireAdminToken(mux)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.o.Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /health", s.handleHealth)
+	mux.HandleFunc("GET /ready", s.handleReady)
+	mux.HandleFunc("GET /breakers", s.handleBreakers)
+	mux.HandleFunc("GET /breakers/history", s.handleHistory)
+	mux.HandleFunc("POST /breakers/force", s.handleForce)
+	mux.HandleFunc("GET /{$}", s.handleStatusPage)
+	return s.requireAdminToken(mux)
 }
 
 // breakerView is one entry of GET /breakers; its wire form, shared with the
 // status command, is adminapi.Breaker.
 type breakerView = adminapi.Breaker
 
-func (p *Proxy) views() []breakerView {
-	now := p.now()
-	hosts := p.state.Load().hostOfKey
-	if learned := p.learned.Current(); len(learned) > 0 {
-		hosts = maps.Clone(hosts)
-		for _, h := range learned {
-			if _, ok := hosts[h.Key()]; !ok {
-				hosts[h.Key()] = keyHost{host: h.Name, upstream: h.Upstream}
-			}
-		}
-	}
-	snaps := p.breakers.Snapshot()
+// Views lists every breaker as GET /breakers shows it, in configuration
+// order.
+func (s *Server) Views() []breakerView { return s.views() }
+
+func (s *Server) views() []breakerView {
+	now := s.o.Now()
+	hosts := s.o.Hosts()
+	enabled := s.o.Breakers.Enabled()
+	snaps := s.o.Breakers.Snapshot()
 	out := make([]breakerView, 0, len(snaps))
-	for _, s := range snaps {
-		v := breakerView{Key: s.Key, Format: s.Format, State: s.State.String(), FailureCount: s.FailureCount,
-			Threshold: s.Threshold, ThresholdSource: s.ThresholdSource, ResetTimeout: s.ResetTimeout.Seconds(),
-			ResetTimeoutSource: s.ResetTimeoutSource, Rejections: s.Rejections, Forced: s.Forced,
-			RetryAfter: int(math.Ceil(s.RetryAfter.Seconds())), Host: hosts[s.Key].host, Upstream: hosts[s.Key].upstream}
-		if !s.LastFailure.IsZero() {
-			ago := math.Floor(now.Sub(s.LastFailure).Seconds())
+	for _, b := range snaps {
+		v := breakerView{Key: b.Key, Format: b.Format, State: b.State.String(), FailureCount: b.FailureCount,
+			Threshold: b.Threshold, ThresholdSource: b.ThresholdSource, ResetTimeout: b.ResetTimeout.Seconds(),
+			ResetTimeoutSource: b.ResetTimeoutSource, Rejections: b.Rejections, Forced: b.Forced,
+			RetryAfter: int(math.Ceil(b.RetryAfter.Seconds())), Host: hosts[b.Key].Host, Upstream: hosts[b.Key].Upstream}
+		if !b.LastFailure.IsZero() {
+			ago := math.Floor(now.Sub(b.LastFailure).Seconds())
 			v.LastFailureAgo = &ago
 		}
-		if left := p.throttles.Left(s.Key); left > 0 {
+		if left := s.o.Throttles.Left(b.Key); left > 0 {
 			v.Throttled, v.ThrottledSeconds = true, int(math.Ceil(left.Seconds()))
 		}
-		if !p.breakers.Enabled() {
+		if !enabled {
 			v.State = "disabled"
 		}
 		out = append(out, v)
@@ -65,8 +61,8 @@ func (p *Proxy) views() []breakerView {
 	return out
 }
 
-func (p *Proxy) handleBreakers(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, p.views())
+func (s *Server) handleBreakers(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.views())
 }
 
 // summary is what /health and the status page say about the breakers as a
@@ -127,9 +123,9 @@ type healthFormat struct {
 	Breakers       map[string]healthBreaker `json:"breakers"`
 }
 
-func (p *Proxy) handleHealth(w http.ResponseWriter, _ *http.Request) {
-	views := p.views()
-	sum := summarize(views, p.breakers.Enabled())
+func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
+	views := s.views()
+	sum := summarize(views, s.o.Breakers.Enabled())
 	formats := make(map[string]*healthFormat)
 	for _, v := range views {
 		f := formats[v.Format]
@@ -146,28 +142,28 @@ func (p *Proxy) handleHealth(w http.ResponseWriter, _ *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"status": sum.status, "version": p.deps.Version, "circuit_breaker": sum.circuitBreaker,
-		"shared_state": p.sharedStatus(), "uptime_seconds": math.Floor(p.now().Sub(p.started).Seconds()),
+		"status": sum.status, "version": s.o.Version, "circuit_breaker": sum.circuitBreaker,
+		"shared_state": s.o.Shared(), "uptime_seconds": math.Floor(s.o.Now().Sub(s.o.Started).Seconds()),
 		"upstreams": formats,
 	})
 }
 
-func (p *Proxy) handleReady(w http.ResponseWriter, _ *http.Request) {
-	if p.shutting.Load() {
+func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
+	if s.o.ShuttingDown() {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "shutting_down"})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
-func (p *Proxy) handleForce(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleForce(w http.ResponseWriter, r *http.Request) {
 	key, state := r.URL.Query().Get("key"), r.URL.Query().Get("state")
 	mode, err := breakerstate.ParseMode(state)
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "state must be open, closed or auto"})
 		return
 	}
-	if err := p.breakers.Force(key, mode); err != nil {
+	if err := s.o.Breakers.Force(key, mode); err != nil {
 		switch {
 		case errors.Is(err, breakerstate.ErrUnknownKey):
 			writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown breaker key", "key": key})
@@ -178,8 +174,8 @@ func (p *Proxy) handleForce(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	p.log.Warn().Str("key", key).Str("mode", state).Str("client", r.RemoteAddr).Msg("breaker forced")
-	for _, v := range p.views() {
+	s.o.Logger.Warn().Str("key", key).Str("mode", state).Str("client", r.RemoteAddr).Msg("breaker forced")
+	for _, v := range s.views() {
 		if v.Key == key {
 			writeJSON(w, http.StatusOK, v)
 			return
