@@ -12,6 +12,9 @@ import (
 // plain port and inside intercepted tunnels alike (docs/behaviour.md §10).
 const MaxHeaderBytes = 64 << 10
 
+// ReadHeaderTimeout bounds the wait for a request head, likewise.
+const ReadHeaderTimeout = 10 * time.Second
+
 // TLSRecordHandshake is the first byte of a TLS ClientHello record.
 const TLSRecordHandshake = 0x16
 

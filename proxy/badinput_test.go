@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nora-breaker/nora-breaker/clientconn"
 )
 
 // The bad-input matrix (docs/behaviour.md §10): each case is sent as raw bytes
@@ -188,11 +190,11 @@ func biSlowHead(t *testing.T, conn net.Conn, head string) biResult {
 			}
 		}
 	}()
-	conn.SetReadDeadline(start.Add(readHeaderTimeout + 10*time.Second))
+	conn.SetReadDeadline(start.Add(clientconn.ReadHeaderTimeout + 10*time.Second))
 	_, err := io.Copy(io.Discard, conn) // returns when the proxy closes
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
-		t.Fatalf("a slow head was not cut within %v", readHeaderTimeout+10*time.Second)
+		t.Fatalf("a slow head was not cut within %v", clientconn.ReadHeaderTimeout+10*time.Second)
 	}
 	return biResult{status: 0, elapsed: time.Since(start)}
 }
@@ -344,8 +346,8 @@ func biOneOf(v int, set []int) bool {
 
 func biWantCutAtHeaderTimeout(t *testing.T, got biResult) {
 	t.Helper()
-	if got.elapsed < readHeaderTimeout-time.Second || got.elapsed > readHeaderTimeout+5*time.Second {
-		t.Fatalf("slow head cut after %v, want about %v", got.elapsed, readHeaderTimeout)
+	if got.elapsed < clientconn.ReadHeaderTimeout-time.Second || got.elapsed > clientconn.ReadHeaderTimeout+5*time.Second {
+		t.Fatalf("slow head cut after %v, want about %v", got.elapsed, clientconn.ReadHeaderTimeout)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 
 	"github.com/elazarl/goproxy"
 
@@ -16,7 +15,9 @@ import (
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/config"
 	"github.com/nora-breaker/nora-breaker/destination"
+	"github.com/nora-breaker/nora-breaker/relay"
 	"github.com/nora-breaker/nora-breaker/route"
+	"github.com/nora-breaker/nora-breaker/tunnel"
 )
 
 // onConnect decides a CONNECT: intercept upstream and alias hosts when a CA
@@ -47,12 +48,12 @@ func (p *Proxy) onConnect(hostport string, ctx *goproxy.ProxyCtx) (action *gopro
 	if why := connectRefusal(snap, up, host, port); why != "" {
 		return p.rejectConnect(ctx, rec, answer.Denied, answer.Refused(ctx.Req, http.StatusForbidden, why))
 	}
-	if up != nil && p.ca != nil {
-		cs := &connectState{host: host, port: port}
-		ctx.UserData = cs
+	if up != nil && p.interceptor != nil {
+		target := &tunnel.Target{Host: host, Port: port}
+		ctx.UserData = target
 		rec.result = answer.Intercepted
 		p.emit(rec, 0)
-		return p.interceptAction(cs, hostport, snap), hostport
+		return p.interceptAction(*target, snap), hostport
 	}
 	return &goproxy.ConnectAction{Action: goproxy.ConnectHijack,
 		Hijack: func(req *http.Request, client net.Conn, _ *goproxy.ProxyCtx) {
@@ -106,57 +107,29 @@ func (p *Proxy) serveTunnel(req *http.Request, client net.Conn, snap *snapshot, 
 	}
 	ticket.Done(breakerstate.Success)
 	defer upstream.Close()
-	if _, err := io.WriteString(client, connectEstablished(req)); err != nil {
+	if _, err := io.WriteString(client, tunnel.Established(req)); err != nil {
 		return
 	}
 	rec.result, rec.status = answer.Tunnel, http.StatusOK
 	p.emit(rec, 0)
-	p.relay(client, upstream)
+	relay.Tunnel(client, upstream, p.bufs)
 }
 
-// connectEstablished is the CONNECT's 200 line in the client's HTTP version.
-func connectEstablished(req *http.Request) string {
-	major, minor := req.ProtoMajor, req.ProtoMinor
-	if major == 0 {
-		major, minor = 1, 1
-	}
-	return fmt.Sprintf("HTTP/%d.%d 200 Connection established\r\n\r\n", major, minor)
+// interceptAction answers an intercepted CONNECT: goproxy hands us the raw
+// client connection and the interceptor does the rest, under the snapshot
+// the CONNECT was decided with (each request inside takes its own).
+func (p *Proxy) interceptAction(target tunnel.Target, snap *snapshot) *goproxy.ConnectAction {
+	sc := snap.cfg.Sidecar
+	return &goproxy.ConnectAction{Action: goproxy.ConnectHijack,
+		Hijack: func(req *http.Request, client net.Conn, _ *goproxy.ProxyCtx) {
+			p.interceptor.Serve(tunnel.Conn{Req: req, Client: client, Target: target,
+				HandshakeTimeout: sc.TLSHandshakeTimeout, Streams: tunnel.StreamsPerConn(sc.MaxUpstreamConnsPerHost)})
+		}}
 }
-
-// relay copies bytes both ways until each side has ended its stream. A side
-// that ends is passed on as a half-close, so the other direction keeps
-// flowing; the client connection's idle timeout bounds a side that never
-// ends.
-func (p *Proxy) relay(client, upstream net.Conn) {
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		p.copyHalf(upstream, client)
-	})
-	p.copyHalf(client, upstream)
-	wg.Wait()
-}
-
-// copyHalf copies src to dst through a pooled buffer, then half-closes dst
-// (or closes it when it cannot half-close) so its peer sees the end.
-func (p *Proxy) copyHalf(dst, src net.Conn) {
-	bp := p.bufs.Get().(*[]byte)
-	_, _ = io.CopyBuffer(dst, onlyReader{src}, *bp)
-	p.bufs.Put(bp)
-	if hc, ok := dst.(interface{ CloseWrite() error }); !ok || hc.CloseWrite() != nil {
-		_ = dst.Close()
-		_ = src.Close()
-	}
-}
-
-// onlyReader hides a connection's WriteTo, so io.CopyBuffer uses our buffer
-// instead of allocating its own.
-type onlyReader struct{ io.Reader }
 
 // answerConnect writes resp as the CONNECT's answer on the raw connection.
 func (p *Proxy) answerConnect(client net.Conn, rec *record, result answer.Result, resp *http.Response) {
-	resp.Header.Set("Connection", "close")
-	resp.Close = true
-	_ = resp.Write(client)
+	tunnel.Refuse(client, resp)
 	rec.result, rec.status = result, resp.StatusCode
 	p.emit(rec, 0)
 }

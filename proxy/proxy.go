@@ -7,8 +7,8 @@
 package proxy
 
 import (
-	"crypto/tls"
 	"fmt"
+	"log"
 	"maps"
 	"net/http"
 	"sync"
@@ -26,10 +26,12 @@ import (
 	"github.com/nora-breaker/nora-breaker/config"
 	"github.com/nora-breaker/nora-breaker/destination"
 	"github.com/nora-breaker/nora-breaker/fallback"
+	"github.com/nora-breaker/nora-breaker/relay"
 	"github.com/nora-breaker/nora-breaker/route"
 	"github.com/nora-breaker/nora-breaker/sharedstate"
 	"github.com/nora-breaker/nora-breaker/stale"
 	"github.com/nora-breaker/nora-breaker/throttle"
+	"github.com/nora-breaker/nora-breaker/tunnel"
 )
 
 // Deps are the process-wide things a Proxy is built with.
@@ -66,12 +68,12 @@ type Proxy struct {
 	learnedKeys map[string]bool
 	chain       *fallback.Chain
 	stale       *stale.Cache
-	ca          *tls.Certificate
-	certs       *certs.Store
+	// interceptor serves intercepted CONNECTs; nil without a CA.
+	interceptor *tunnel.Interceptor
 	metrics     *metrics
 	shared      *sharedstate.Client // nil unless shared_state is set
 	// bufs recycles the buffers response bodies are copied through.
-	bufs     *sync.Pool
+	bufs     *relay.Buffers
 	started  time.Time
 	shutting atomic.Bool
 	// history keeps the last breaker transitions for the admin listener.
@@ -98,7 +100,7 @@ func New(cfg *config.Config, deps Deps) (*Proxy, error) {
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
-	p := &Proxy{deps: deps, log: deps.Logger, now: deps.Now, started: deps.Now(), bufs: newCopyBufs(),
+	p := &Proxy{deps: deps, log: deps.Logger, now: deps.Now, started: deps.Now(), bufs: relay.NewBuffers(),
 		history: &admin.History{},
 		fixed:   fixedSettings{idleTimeout: cfg.Sidecar.IdleTimeout, maxConnections: cfg.Sidecar.MaxConnections},
 		learned: route.NewLearned(deps.Now),
@@ -192,8 +194,9 @@ func (p *Proxy) buildCA(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	p.ca = ca
-	p.certs = certs.NewStore(certs.StoreOptions{Now: p.now, OnGenerate: p.metrics.leaves.Inc})
+	p.interceptor = &tunnel.Interceptor{CA: ca,
+		Leaves: certs.NewStore(certs.StoreOptions{Now: p.now, OnGenerate: p.metrics.leaves.Inc}),
+		Idle:   p.fixed.idleTimeout, Handle: p.handleInner, Bufs: p.bufs, Logger: p.log, ErrorLog: p.errorLog()}
 	return nil
 }
 
@@ -215,10 +218,19 @@ func (p *Proxy) buildGoproxy() {
 	p.gp = gp
 }
 
+// handleInner answers a request from inside an intercepted tunnel.
+func (p *Proxy) handleInner(req *http.Request, target tunnel.Target) *http.Response {
+	return p.handle(req, &target)
+}
+
+// errorLog sends net/http's own error log (TLS handshake noise, bad
+// requests) to the structured log at debug level.
+func (p *Proxy) errorLog() *log.Logger { return log.New(zerologWriter{p.log}, "", 0) }
+
 // Handler is the proxy listener's handler.
 func (p *Proxy) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.gp.ServeHTTP(&clientWriter{ResponseWriter: w, idle: p.fixed.idleTimeout, bufs: p.bufs}, r)
+		p.gp.ServeHTTP(relay.NewPlainWriter(w, p.fixed.idleTimeout, p.bufs), r)
 	})
 }
 

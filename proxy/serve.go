@@ -17,30 +17,25 @@ import (
 	"github.com/nora-breaker/nora-breaker/destination"
 	"github.com/nora-breaker/nora-breaker/fallback"
 	"github.com/nora-breaker/nora-breaker/route"
+	"github.com/nora-breaker/nora-breaker/tunnel"
 )
 
 // unclassifiedHeaderTimeout bounds the wait for headers from hosts that are
 // not configured upstreams (they have no proxy_timeout of their own).
 const unclassifiedHeaderTimeout = 60 * time.Second
 
-// connectState is what a CONNECT leaves for the requests inside its tunnel.
-type connectState struct {
-	host string // lower-case host name of the CONNECT target
-	port string
-}
-
 // onRequest is the one goproxy request hook. It always answers, so goproxy
 // never runs its own round trip, and it recovers panics: on intercepted
 // HTTP/1.1 connections goproxy has no recover of its own.
 func (p *Proxy) onRequest(req *http.Request, ctx *goproxy.ProxyCtx) (_ *http.Request, resp *http.Response) {
-	cs, _ := ctx.UserData.(*connectState)
-	return req, p.handle(req, cs)
+	target, _ := ctx.UserData.(*tunnel.Target)
+	return req, p.handle(req, target)
 }
 
 // handle answers one request, plain or from inside an intercepted tunnel,
 // under the configuration in force when it arrived, and arranges its log
 // line. A panic becomes a 500 for this request only.
-func (p *Proxy) handle(req *http.Request, cs *connectState) (resp *http.Response) {
+func (p *Proxy) handle(req *http.Request, target *tunnel.Target) (resp *http.Response) {
 	rec := p.newRecord(req)
 	defer func() {
 		if v := recover(); v != nil {
@@ -50,17 +45,17 @@ func (p *Proxy) handle(req *http.Request, cs *connectState) (resp *http.Response
 		}
 		resp = p.finish(rec, resp)
 	}()
-	return p.serve(req, cs, p.state.Load(), rec)
+	return p.serve(req, target, p.state.Load(), rec)
 }
 
 // serve decides one request under snapshot snap and returns the client's
 // answer: the checks every request passes, then either the fallback loop
 // (classified) or a plain pass-through (unclassified).
-func (p *Proxy) serve(req *http.Request, cs *connectState, snap *snapshot, rec *record) *http.Response {
+func (p *Proxy) serve(req *http.Request, target *tunnel.Target, snap *snapshot, rec *record) *http.Response {
 	if hook := p.testHook.Load(); hook != nil {
 		(*hook)(req)
 	}
-	if cs != nil {
+	if target != nil {
 		if status, why := refusedInTunnel(req); status != 0 {
 			return rec.deny(answer.Refused(req, status, why))
 		}
@@ -69,7 +64,7 @@ func (p *Proxy) serve(req *http.Request, cs *connectState, snap *snapshot, rec *
 		return rec.deny(answer.Refused(req, http.StatusLoopDetected,
 			"request loop detected (Via already contains nora-breaker)"))
 	}
-	if cs != nil && !sameHost(req.URL, cs) {
+	if target != nil && !sameHost(req.URL, *target) {
 		return rec.deny(answer.Refused(req, http.StatusMisdirectedRequest,
 			"request Host does not match the CONNECT target"))
 	}
@@ -146,9 +141,9 @@ func prepareOutbound(req *http.Request) {
 
 // sameHost checks an intercepted request against its CONNECT target, so a
 // tunnel opened for one upstream cannot be used to reach another host.
-func sameHost(u *url.URL, cs *connectState) bool {
+func sameHost(u *url.URL, target tunnel.Target) bool {
 	host, port := route.HostPort(u)
-	return strings.EqualFold(host, cs.host) && port == cs.port
+	return strings.EqualFold(host, target.Host) && port == target.Port
 }
 
 // cancelOnClose releases a request's context when its body is closed.

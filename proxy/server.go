@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
 	"net"
 	"net/http"
 	"strings"
@@ -16,13 +15,9 @@ import (
 	"github.com/nora-breaker/nora-breaker/destination"
 )
 
-// Limits of the client-facing listener (docs/behaviour.md §10).
-const (
-	readHeaderTimeout = 10 * time.Second
-	// shutdownGrace is how long in-flight requests may take to finish after
-	// SIGTERM before the process exits anyway.
-	shutdownGrace = 25 * time.Second
-)
+// shutdownGrace is how long in-flight requests may take to finish after
+// SIGTERM before the process exits anyway.
+const shutdownGrace = 25 * time.Second
 
 // Serve runs the proxy listener and the admin listener until ctx ends, then
 // stops accepting, lets in-flight requests finish (up to shutdownGrace),
@@ -30,17 +25,17 @@ const (
 func (p *Proxy) Serve(ctx context.Context, proxyLn, adminLn net.Listener) error {
 	// From here on no request may reach these two ports on this machine.
 	p.own.Store(destination.NewOwn(destination.InterfaceAddrs(), proxyLn.Addr(), adminLn.Addr()))
-	errLog := log.New(zerologWriter{p.log}, "", 0)
+	errLog := p.errorLog()
 	proxySrv := &http.Server{
 		Handler:           p.Handler(),
-		ReadHeaderTimeout: readHeaderTimeout,
+		ReadHeaderTimeout: clientconn.ReadHeaderTimeout,
 		IdleTimeout:       p.fixed.idleTimeout,
 		MaxHeaderBytes:    clientconn.MaxHeaderBytes,
 		ErrorLog:          errLog,
 	}
 	adminSrv := &http.Server{
 		Handler:           p.AdminHandler(),
-		ReadHeaderTimeout: readHeaderTimeout,
+		ReadHeaderTimeout: clientconn.ReadHeaderTimeout,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       p.fixed.idleTimeout,
@@ -52,7 +47,7 @@ func (p *Proxy) Serve(ctx context.Context, proxyLn, adminLn net.Listener) error 
 	go func() { errc <- serveUntilClosed(proxySrv, limited) }()
 	go func() { errc <- serveUntilClosed(adminSrv, adminLn) }()
 	p.log.Info().Str("listen", proxyLn.Addr().String()).Str("admin", adminLn.Addr().String()).
-		Bool("interception", p.ca != nil).Bool("circuit_breaker", p.breakers.Enabled()).
+		Bool("interception", p.interceptor != nil).Bool("circuit_breaker", p.breakers.Enabled()).
 		Int("upstreams", len(p.Config().Upstreams)).Msg("nora-breaker serving")
 
 	var runErr error

@@ -1,0 +1,99 @@
+package relay
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"testing/iotest"
+	"time"
+)
+
+// countingWriter counts writes and flushes.
+type countingWriter struct {
+	bytes.Buffer
+	writes, flushes int
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) { w.writes++; return w.Buffer.Write(p) }
+
+// TestStreamBodyFlushesOnlyShortReads: a body that arrives a few bytes at
+// a time is flushed after each piece; one that fills the buffer is not.
+func TestStreamBodyFlushesOnlyShortReads(t *testing.T) {
+	var w countingWriter
+	buf := make([]byte, 8)
+	n, rerr, werr := streamBody(&w, func() { w.flushes++ }, iotest.OneByteReader(strings.NewReader("abc")), buf)
+	if n != 3 || rerr != nil || werr != nil || w.flushes != 3 {
+		t.Fatalf("trickle: n=%d read=%v write=%v flushes=%d, want 3 bytes and 3 flushes", n, rerr, werr, w.flushes)
+	}
+	w = countingWriter{}
+	n, _, _ = streamBody(&w, func() { w.flushes++ }, strings.NewReader(strings.Repeat("x", 16)), buf)
+	if n != 16 || w.flushes != 0 {
+		t.Fatalf("full buffers: n=%d flushes=%d, want 16 bytes and no flush", n, w.flushes)
+	}
+	_, rerr, _ = streamBody(&w, func() {}, iotest.ErrReader(io.ErrUnexpectedEOF), buf)
+	if !errors.Is(rerr, io.ErrUnexpectedEOF) {
+		t.Fatalf("a broken body's read error = %v", rerr)
+	}
+}
+
+// TestWriteResponseAbortsABrokenBody: an upstream body that breaks off
+// aborts the answer, so the client never takes a short body for a whole one.
+func TestWriteResponseAbortsABrokenBody(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body := io.MultiReader(strings.NewReader("part"), iotest.ErrReader(io.ErrUnexpectedEOF))
+		WriteResponse(w, &http.Response{StatusCode: 200, Header: http.Header{}, ContentLength: -1,
+			Body: io.NopCloser(body)}, NewBuffers(), time.Minute)
+	}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.ReadAll(resp.Body); err == nil {
+		t.Fatal("the client read a whole body from an upstream that broke off")
+	}
+}
+
+// TestTunnelPassesHalfCloses: each side's end of stream reaches the other
+// while the opposite direction keeps flowing.
+func TestTunnelPassesHalfCloses(t *testing.T) {
+	pair := func() (net.Conn, net.Conn) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		accepted := make(chan net.Conn, 1)
+		go func() { c, _ := ln.Accept(); accepted <- c }()
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := <-accepted
+		t.Cleanup(func() { c.Close(); s.Close() })
+		return c, s
+	}
+	client, proxyClientSide := pair()
+	proxyUpstreamSide, upstream := pair()
+	done := make(chan struct{})
+	go func() { Tunnel(proxyClientSide, proxyUpstreamSide, NewBuffers()); close(done) }()
+	_, _ = client.Write([]byte("request"))
+	_ = client.(*net.TCPConn).CloseWrite()
+	got, err := io.ReadAll(upstream)
+	if err != nil || string(got) != "request" {
+		t.Fatalf("upstream read %q, %v; want the request then EOF", got, err)
+	}
+	_, _ = upstream.Write([]byte("answer"))
+	_ = upstream.(*net.TCPConn).CloseWrite()
+	got, err = io.ReadAll(client)
+	if err != nil || string(got) != "answer" {
+		t.Fatalf("client read %q, %v; want the answer then EOF", got, err)
+	}
+	<-done
+}
