@@ -51,7 +51,9 @@ func TestInterceptorServesPlainHTTPInsideTheTunnel(t *testing.T) {
 		t.Fatalf("CONNECT answer %q, %v", line, err)
 	}
 	_, _ = br.ReadString('\n') // the empty line
-	go func() { _, _ = io.WriteString(client, "GET /m2/a.jar HTTP/1.1\r\nHost: repo.test:8080\r\nConnection: close\r\n\r\n") }()
+	go func() {
+		_, _ = io.WriteString(client, "GET /m2/a.jar HTTP/1.1\r\nHost: repo.test:8080\r\nConnection: close\r\n\r\n")
+	}()
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
 		t.Fatal(err)
