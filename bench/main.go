@@ -4,9 +4,12 @@
 // load generator, and prints one table in which every figure is the median of
 // several rounds and is compared with direct access measured in the same run.
 //
-//	go run ./bench            # full run (the table in BENCHMARKS.md)
-//	go run ./bench --quick    # smoke run for CI, well under two minutes
-//	go run ./bench upstream --http 127.0.0.1:8080   # the upstream alone
+// The harness is a module of its own (so its plotting library stays out of
+// the product's go.mod); run it from the repository root with go -C:
+//
+//	go -C bench run .            # full run (the table in BENCHMARKS.md)
+//	go -C bench run . --quick    # smoke run for CI, well under two minutes
+//	go -C bench run . upstream --http 127.0.0.1:8080   # the upstream alone
 package main
 
 import (
@@ -67,7 +70,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	var o options
 	var only string
-	fs.StringVar(&o.repo, "repo", ".", "nora-breaker repository root (built with go build)")
+	fs.StringVar(&o.repo, "repo", "", "nora-breaker repository root, built with go build (default: found above the working directory)")
 	fs.BoolVar(&o.quick, "quick", false, "smoke run: one round, small counts, peers skipped if not installed")
 	fs.BoolVar(&o.noPeers, "no-peers", false, "do not start tinyproxy and squid")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work folder (configs, logs) after the run")
@@ -84,6 +87,13 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	}
 	if only != "" {
 		o.only = strings.Split(only, ",")
+	}
+	if o.repo == "" {
+		var err error
+		if o.repo, err = findRepo("."); err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return o, err
+		}
 	}
 	if o.quick {
 		o.rounds, o.duration, o.warm = 1, time.Second, 300*time.Millisecond
