@@ -118,13 +118,8 @@ func fastFail(e *env, n *nora, rep *report) error {
 	}
 	defer n.force(keyFastFail, "auto")
 	client := newClient(clientOpts{conns: 64, proxy: n.url(), timeout: 30 * time.Second})
-	resp, err := client.Get(e.fastFailURL())
-	if err != nil {
+	if err := expectRefusal(client, e.fastFailURL()); err != nil {
 		return fmt.Errorf("fast-fail check: %w", err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("X-Nora-Breaker-Key") == "" {
-		return fmt.Errorf("fast-fail check: want a synthesized 503, got %d %v", resp.StatusCode, resp.Header)
 	}
 	ts := []target{{"nora-breaker 503", client, e.fastFailURL(), "", n.proc.pid()}}
 	rps, _, p99, cpu := measure(ts, 64, e.opts.duration, e.opts.warm, e.opts.rounds, http.StatusServiceUnavailable)
@@ -147,6 +142,20 @@ func fastFail(e *env, n *nora, rep *report) error {
 	_, p50one, p99one, _ := measure(one, 1, e.opts.duration, e.opts.warm, e.opts.rounds, http.StatusServiceUnavailable)
 	rep.add(row{section: sec, target: one[0].name, figure: "p50", unit: unitDur, value: p50one.med(one[0].name)},
 		row{section: sec, target: one[0].name, figure: "p99", unit: unitDur, value: p99one.med(one[0].name)})
+	return nil
+}
+
+// expectRefusal checks that a GET of u with c is answered by the proxy's
+// synthesized 503 (it names the breaker key), not by an upstream.
+func expectRefusal(c *http.Client, u string) error {
+	resp, err := c.Get(u)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("X-Nora-Breaker-Key") == "" {
+		return fmt.Errorf("want a synthesized 503, got %d %v", resp.StatusCode, resp.Header)
+	}
 	return nil
 }
 

@@ -87,18 +87,14 @@ func setup(o options) (*env, error) {
 // listeners and reads the ports it got from its address file.
 func (e *env) startUpstream() error {
 	e.upCertPath = filepath.Join(e.dir, "upstream.pem")
-	addrFile := filepath.Join(e.dir, "upstream.addrs.json")
-	var err error
-	e.up, err = startProc("upstream", filepath.Join(e.dir, "upstream.log"), e.self, "upstream",
-		"--http", "127.0.0.1:0", "--https", "127.0.0.1:0", "--blackhole", "127.0.0.1:0",
-		"--cert-out", e.upCertPath, "--addr-file", addrFile)
+	var (
+		bound map[string]string
+		err   error
+	)
+	e.up, bound, err = e.startSelf("upstream", "upstream",
+		"--http", "127.0.0.1:0", "--https", "127.0.0.1:0", "--blackhole", "127.0.0.1:0", "--cert-out", e.upCertPath)
 	if err != nil {
 		return err
-	}
-	e.procs = append(e.procs, e.up)
-	bound, err := listenaddr.WaitFile(addrFile, e.up.pid(), 10*time.Second)
-	if err != nil {
-		return fmt.Errorf("upstream: %w (see %s)", err, e.up.log.Name())
 	}
 	for name, port := range map[string]*int{"http": &e.upHTTP, "https": &e.upHTTPS, "blackhole": &e.upHole} {
 		if *port, err = portOf(bound[name]); err != nil {
@@ -107,6 +103,35 @@ func (e *env) startUpstream() error {
 	}
 	e.upRoots, err = poolFrom(e.upCertPath)
 	return err
+}
+
+// startSelf starts the bench binary in one of its server modes (tag names
+// its log and address files) and returns the addresses it reports having
+// bound: every server mode binds port 0 and writes them to --addr-file.
+func (e *env) startSelf(tag, mode string, args ...string) (*proc, map[string]string, error) {
+	addrFile := filepath.Join(e.dir, tag+".addrs.json")
+	p, err := startProc(tag, filepath.Join(e.dir, tag+".log"), e.self,
+		append(append([]string{mode}, args...), "--addr-file", addrFile)...)
+	if err != nil {
+		return nil, nil, err
+	}
+	e.procs = append(e.procs, p)
+	bound, err := listenaddr.WaitFile(addrFile, p.pid(), 10*time.Second)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w (see %s)", tag, err, p.log.Name())
+	}
+	return p, bound, nil
+}
+
+// stopProc stops one process before the run ends and forgets it.
+func (e *env) stopProc(p *proc) {
+	p.stop()
+	for i, q := range e.procs {
+		if q == p {
+			e.procs = append(e.procs[:i], e.procs[i+1:]...)
+			break
+		}
+	}
 }
 
 // startPeers starts tinyproxy and squid when installed; a missing one is
@@ -232,15 +257,7 @@ func (e *env) startNoraWith(tag string, aliases int, extra noraExtra) (*nora, er
 }
 
 // stopNora stops one proxy early (scenarios that need a fresh one).
-func (e *env) stopNora(n *nora) {
-	n.proc.stop()
-	for i, p := range e.procs {
-		if p == n.proc {
-			e.procs = append(e.procs[:i], e.procs[i+1:]...)
-			break
-		}
-	}
-}
+func (e *env) stopNora(n *nora) { e.stopProc(n.proc) }
 
 // force sets a breaker by hand through the admin API.
 func (n *nora) force(key, state string) error {

@@ -43,18 +43,43 @@ func interception(e *env, rep *report) error {
 		p50.add("new", fresh.quantile(0.5).Seconds())
 		p50.add("repeat", repeat.quantile(0.5).Seconds())
 	}
-	sec := fmt.Sprintf("interception (first connection, %d hosts)", hosts)
+	leaf, err := leafSigning(e, hosts)
+	if err != nil {
+		return err
+	}
+	rep.add(interceptionRows(fmt.Sprintf("interception (first connection, %d hosts)", hosts), p50, leaf)...)
+	return nil
+}
+
+// interceptionRows: the first-connection p50s against a new direct TLS
+// connection, each with its absolute target and its target as a ratio, and
+// what the new-host figure adds over the repeat host — a new upstream TLS +
+// HTTP/2 connection for the name as well as its leaf, which is why the
+// leaf's own signing time is a row of its own.
+func interceptionRows(sec string, p50 series, leaf float64) []row {
+	direct := p50.med("direct")
 	nr := row{section: sec, target: "nora-breaker new host", figure: "p50", unit: unitDur, value: p50.med("new"),
-		base: p50.med("direct"), goal: "≤ 2 ms"}
+		base: direct, goal: "≤ 2 ms"}
 	nr.met = verdict(nr.value <= 0.002)
 	rr := row{section: sec, target: "nora-breaker repeat host", figure: "p50", unit: unitDur,
-		value: p50.med("repeat"), base: p50.med("direct"), goal: "≤ 0.2 ms"}
+		value: p50.med("repeat"), base: direct, goal: "≤ 0.2 ms"}
 	rr.met = verdict(rr.value <= 0.0002)
-	rep.add(row{section: sec, target: "direct HTTPS new connection", figure: "p50", unit: unitDur,
-		value: p50.med("direct")}, nr, rr,
-		row{section: sec, target: "nora-breaker", figure: "leaf generation (new − repeat)", unit: unitDur,
-			value: p50.med("new") - p50.med("repeat")})
-	return nil
+	rows := []row{{section: sec, target: "direct HTTPS new connection", figure: "p50", unit: unitDur, value: direct},
+		nr, rr}
+	if direct > 0 {
+		nq := row{section: sec, target: "nora-breaker new host", figure: "p50 ÷ direct new TLS connection",
+			unit: unitRatio, value: nr.value / direct, goal: "≤ 2×"}
+		nq.met = verdict(nq.value <= 2)
+		rq := row{section: sec, target: "nora-breaker repeat host", figure: "p50 ÷ direct new TLS connection",
+			unit: unitRatio, value: rr.value / direct, goal: "≤ 1.3×"}
+		rq.met = verdict(rq.value <= 1.3)
+		rows = append(rows, nq, rq)
+	}
+	return append(rows,
+		row{section: sec, target: "nora-breaker", figure: "new − repeat host (upstream TLS + HTTP/2 connection, leaf)",
+			unit: unitDur, value: nr.value - rr.value},
+		row{section: sec, target: "certs package, in the harness", figure: "leaf signing alone (p50)", unit: unitDur,
+			value: leaf})
 }
 
 // firstConn times one GET on a brand-new client (so a new connection and a

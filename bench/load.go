@@ -54,11 +54,16 @@ func newClient(o clientOpts) *http.Client {
 // dialled as given, and the harness only ever gives loopback addresses.
 func loopbackDial(ctx context.Context, network, addr string) (net.Conn, error) {
 	host, port, err := net.SplitHostPort(addr)
-	if err == nil && (host == benchDomain || strings.HasSuffix(host, "."+benchDomain)) {
+	if err == nil && isBenchHost(host) {
 		addr = net.JoinHostPort("127.0.0.1", port)
 	}
 	var d net.Dialer
 	return d.DialContext(ctx, network, addr)
+}
+
+// isBenchHost reports whether host is the bench domain or a name under it.
+func isBenchHost(host string) bool {
+	return host == benchDomain || strings.HasSuffix(host, "."+benchDomain)
 }
 
 // loadSpec is one measured run against one target.

@@ -4,9 +4,13 @@
 // load generator, and prints one table in which every figure is the median of
 // several rounds and is compared with direct access measured in the same run.
 //
-//	go run ./bench            # full run (the table in BENCHMARKS.md)
-//	go run ./bench --quick    # smoke run for CI, well under two minutes
-//	go run ./bench upstream --http 127.0.0.1:8080   # the upstream alone
+// The harness is a module of its own (so its plotting library stays out of
+// the product's go.mod); run it from the repository root with go -C:
+//
+//	go -C bench run .            # full run (the table in BENCHMARKS.md)
+//	go -C bench run . --quick    # smoke run for CI, well under two minutes
+//	go -C bench run . --only openloop --rounds 3 --duration 5s
+//	go -C bench run . upstream --http 127.0.0.1:8080   # the upstream alone
 package main
 
 import (
@@ -19,6 +23,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -39,18 +44,24 @@ type options struct {
 	idleConns      int
 	streamMiB      int
 	hosts          int
+	// rates are the open-loop section's request rates, per second.
+	rates []int
 	// outageSVG is where the outage-cost picture goes; "" means the work
 	// folder (the --quick default, so CI draws it too).
 	outageSVG string
 }
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "upstream" {
-		if err := runUpstream(os.Args[2:]); err != nil {
-			fmt.Fprintf(os.Stderr, "upstream: %v\n", err)
-			os.Exit(1)
+	// The harness starts its servers as separate processes of its own
+	// binary, so that each one's CPU time can be read from /proc.
+	if len(os.Args) > 1 {
+		if serve := subcommand(os.Args[1]); serve != nil {
+			if err := serve(os.Args[2:]); err != nil {
+				fmt.Fprintf(os.Stderr, "%s: %v\n", os.Args[1], err)
+				os.Exit(1)
+			}
+			return
 		}
-		return
 	}
 	o, err := parseOptions(os.Args[1:], os.Stderr)
 	if err != nil {
@@ -62,18 +73,35 @@ func main() {
 	}
 }
 
+// subcommand is the server mode of the bench binary called name (the fake
+// registry, or one of the two floors the open-loop section compares
+// against), or nil.
+func subcommand(name string) func([]string) error {
+	switch name {
+	case "upstream":
+		return runUpstream
+	case "bare":
+		return runBare
+	case "miniproxy":
+		return runMiniProxy
+	}
+	return nil
+}
+
 func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o options
 	var only string
-	fs.StringVar(&o.repo, "repo", ".", "nora-breaker repository root (built with go build)")
+	fs.StringVar(&o.repo, "repo", "", "nora-breaker repository root, built with go build (default: found above the working directory)")
 	fs.BoolVar(&o.quick, "quick", false, "smoke run: one round, small counts, peers skipped if not installed")
 	fs.BoolVar(&o.noPeers, "no-peers", false, "do not start tinyproxy and squid")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work folder (configs, logs) after the run")
-	fs.StringVar(&only, "only", "", "comma-separated sections: closed,fastfail,fallback,streaming,outage,fleet,memory,interception")
+	fs.StringVar(&only, "only", "", "comma-separated sections: closed,fastfail,fallback,streaming,openloop,outage,fleet,memory,interception")
 	fs.StringVar(&o.logLevel, "log-level", "info", "nora-breaker log_level (info writes one line per request)")
 	rounds := fs.Int("rounds", 0, "rounds per figure (default 5, quick 1)")
+	duration := fs.Duration("duration", 0, "length of each measured load run (default 3s, quick 1s)")
+	rates := fs.String("rates", "500,2000", "open-loop request rates per second, comma-separated")
 	fs.StringVar(&o.outageSVG, "outage-svg", "", "where to draw the outage-cost SVG (default: docs/img/outage-cost.svg; --quick: the work folder)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -84,6 +112,21 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	}
 	if only != "" {
 		o.only = strings.Split(only, ",")
+	}
+	for _, f := range strings.Split(*rates, ",") {
+		r, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || r <= 0 {
+			fmt.Fprintf(stderr, "bench: --rates: %q is not a positive whole number\n", f)
+			return o, errors.New("usage")
+		}
+		o.rates = append(o.rates, r)
+	}
+	if o.repo == "" {
+		var err error
+		if o.repo, err = findRepo("."); err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return o, err
+		}
 	}
 	if o.quick {
 		o.rounds, o.duration, o.warm = 1, time.Second, 300*time.Millisecond
@@ -96,6 +139,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.outageSVG == "" && !o.quick {
 		o.outageSVG = filepath.Join(o.repo, "docs", "img", "outage-cost.svg")
+	}
+	if *duration > 0 {
+		o.duration = *duration
 	}
 	if *rounds > 0 {
 		o.rounds, o.outageRounds, o.memRounds = *rounds, min(*rounds, o.outageRounds), min(*rounds, o.memRounds)
@@ -121,8 +167,12 @@ func loadAvg() string {
 	return f[0]
 }
 
-// report collects the table's rows in order.
-type report struct{ rows []row }
+// report collects the table's rows in order, and the sections' own
+// tables, printed after the main one.
+type report struct {
+	rows   []row
+	tables []string
+}
 
 func (r *report) add(rows ...row) { r.rows = append(r.rows, rows...) }
 
@@ -138,6 +188,12 @@ func (r *report) get(section, target, figure string) float64 {
 
 func run(o options, stdout io.Writer) error {
 	start := time.Now()
+	// Read before the build below, which would raise it.
+	loadBefore := loadAvg()
+	if l, err := strconv.ParseFloat(loadBefore, 64); err == nil && l >= 1 {
+		fmt.Fprintf(os.Stderr, "bench: load average %s at the start: other work will skew the figures "+
+			"(a run for BENCHMARKS.md should start below 1)\n", loadBefore)
+	}
 	if lim, err := raiseNoFile(); err != nil || lim < uint64(o.idleConns*2+1000) {
 		return fmt.Errorf("open files limit %d (%v): need %d for %d idle connections", lim, err,
 			o.idleConns*2+1000, o.idleConns)
@@ -156,7 +212,6 @@ func run(o options, stdout io.Writer) error {
 		os.Exit(130)
 	}()
 	rep := &report{}
-	loadBefore := loadAvg()
 	if err := runSections(e, rep); err != nil {
 		return err
 	}
@@ -164,6 +219,9 @@ func run(o options, stdout io.Writer) error {
 		runtime.GOOS+"/"+runtime.GOARCH, runtime.NumCPU(), runtime.Version(), o.rounds,
 		time.Since(start).Round(time.Second), loadBefore, loadAvg())
 	printTable(stdout, rep.rows)
+	for _, t := range rep.tables {
+		fmt.Fprintf(stdout, "\n%s", t)
+	}
 	if o.keep {
 		fmt.Fprintf(stdout, "\nwork folder kept: %s\n", e.dir)
 	}
@@ -202,7 +260,8 @@ func runSections(e *env, rep *report) error {
 	for _, s := range []struct {
 		name string
 		fn   func(*env, *report) error
-	}{{"outage", outageCost}, {"fleet", fleetCost}, {"memory", memory}, {"interception", interception}} {
+	}{{"openloop", openLoop}, {"outage", outageCost}, {"fleet", fleetCost}, {"memory", memory},
+		{"interception", interception}} {
 		if !o.want(s.name) {
 			continue
 		}

@@ -63,6 +63,14 @@ func streaming(e *env, n *nora, rep *report) error {
 			r.goal, r.met = "≥ 200 MB/s", verdict(r.value >= 200)
 		}
 		rep.add(r)
+		// The relative target: forwarding a plain body should cost at most a
+		// quarter of the throughput of fetching it directly.
+		if t.name == "nora-breaker plain" && r.base > 0 {
+			q := row{section: sec, target: t.name, figure: "throughput ÷ direct", unit: unitRatio,
+				value: r.value / r.base, goal: "≥ 0.75×"}
+			q.met = verdict(q.value >= 0.75)
+			rep.add(q)
+		}
 		if t.proxied {
 			g := row{section: sec, target: t.name, figure: "peak RSS growth", unit: unitBytes,
 				value: growth.med(t.name), goal: "≤ 64 MiB"}

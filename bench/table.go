@@ -29,6 +29,7 @@ const (
 	unitMBps              // megabytes (10^6) per second
 	unitBytes             // bytes, printed as MiB
 	unitCount             // plain count
+	unitRatio             // one figure divided by another, printed as 1.23×
 )
 
 func (r row) valueText() string { return format(r.unit, r.value) }
@@ -50,6 +51,8 @@ func format(u unit, v float64) string {
 		return fmt.Sprintf("%.0f MB/s", v)
 	case unitBytes:
 		return fmt.Sprintf("%.1f MiB", v/(1<<20))
+	case unitRatio:
+		return fmt.Sprintf("%.2f×", v)
 	}
 	return fmt.Sprintf("%.0f", v)
 }

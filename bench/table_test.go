@@ -31,6 +31,7 @@ func TestRowText(t *testing.T) {
 		{row{unit: unitDur, value: 0.0125, base: 0.0025}, "12.50 ms", "5.00×"},
 		{row{unit: unitRate, value: 1000, base: 4000}, "1000 req/s", "0.25×"},
 		{row{unit: unitBytes, value: 3 << 20}, "3.0 MiB", "—"},
+		{row{unit: unitRatio, value: 0.875}, "0.88×", "—"},
 	}
 	for _, tc := range tests {
 		if got := tc.r.valueText(); got != tc.value {

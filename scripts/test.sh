@@ -20,8 +20,17 @@ bash charts/test.sh
 echo "== end-to-end suite (real registries, clients and toxiproxy on loopback)"
 bash e2e/run.sh
 
+# bench/ and soak/ are Go modules of their own (their dependencies stay out
+# of the product's go.mod), so the root's go vet and go test do not reach
+# them.
+echo "== benchmark and soak harnesses: vet and tests (modules bench/ and soak/)"
+for mod in bench soak; do
+  (. scripts/lib.sh && cd "$mod" && retry 300 go mod download && go vet ./... &&
+    go test -race -count=1 -timeout 5m ./...)
+done
+
 echo "== chaos soak (short; the full 2-minute run is bash soak/run.sh)"
 bash soak/run.sh 40s
 
 echo "== benchmark harness smoke run (figures for BENCHMARKS.md come from a full run)"
-go run ./bench --quick --no-peers
+go -C bench run . --quick --no-peers

@@ -6,7 +6,10 @@
 // behaviour contract (docs/behaviour.md) allows, that rejections were fast, that the breakers followed the
 // faults, and that the process returned to its idle footprint.
 //
-//	go run ./soak -duration 2m
+// It is a module of its own (soak/go.mod); bash soak/run.sh installs
+// toxiproxy, builds the binary and runs it from the repository root with
+//
+//	go -C soak run . -duration 2m -bin … -toxiproxy … -work …
 package main
 
 import (
@@ -44,9 +47,10 @@ func main() {
 	flag.IntVar(&o.conns, "conns", 128, "concurrent client connections")
 	flag.DurationVar(&o.faultLen, "fault", 4*time.Second, "length of each fault window")
 	flag.DurationVar(&o.healthy, "healthy", 4*time.Second, "length of each healthy window")
-	flag.StringVar(&o.bin, "bin", "soak/.work/nora-breaker", "nora-breaker binary (built with scripts/build.sh if missing)")
-	flag.StringVar(&o.toxiproxy, "toxiproxy", ".tools/toxiproxy-server", "toxiproxy server binary")
-	flag.StringVar(&o.work, "work", "soak/.work", "scratch directory")
+	// The defaults are relative to soak/, where go -C soak run . runs.
+	flag.StringVar(&o.bin, "bin", ".work/nora-breaker", "nora-breaker binary (bash soak/run.sh builds it with scripts/build.sh)")
+	flag.StringVar(&o.toxiproxy, "toxiproxy", "../.tools/toxiproxy-server", "toxiproxy server binary")
+	flag.StringVar(&o.work, "work", ".work", "scratch directory")
 	flag.BoolVar(&o.stale, "stale", true, "turn the stale cache on")
 	flag.DurationVar(&o.rejectP99, "reject-p99", upstreamTimeout/20,
 		"limit for the p99 latency of rejected requests (default: a twentieth of the upstream timeout a rejection spares)")

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -28,8 +29,14 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	if _, err := os.Stat(o.bin); err != nil {
-		build := exec.Command("scripts/build.sh")
-		build.Env = append(os.Environ(), "OUT="+o.bin)
+		// build.sh works in the repository root, one level up from soak/,
+		// so the output path it is given must not be relative.
+		out, err := filepath.Abs(o.bin)
+		if err != nil {
+			return err
+		}
+		build := exec.Command("../scripts/build.sh")
+		build.Env = append(os.Environ(), "OUT="+out)
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
 			return fmt.Errorf("build: %w", err)
