@@ -3,24 +3,13 @@ package breakerstate
 import (
 	"errors"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
-
-// fakeClock is a concurrency-safe clock that only moves when told to.
-type fakeClock struct{ ns atomic.Int64 }
-
-func newFakeClock() *fakeClock {
-	c := &fakeClock{}
-	c.ns.Store(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC).UnixNano())
-	return c
-}
-
-func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.ns.Load()).UTC() }
-func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // recorder collects transitions announced by the set.
 type recorder struct {
@@ -43,7 +32,7 @@ func (r *recorder) all() []Transition {
 // harness bundles a Set with its clock, registry and transition log.
 type harness struct {
 	*Set
-	clock *fakeClock
+	clock *testkit.Clock
 	reg   *prometheus.Registry
 	rec   *recorder
 }
@@ -65,7 +54,7 @@ func newHarness(t testing.TB, enabled bool, keys ...KeySettings) *harness {
 	if len(keys) == 0 {
 		keys = []KeySettings{keySettings(testKey, 3, 30*time.Second)}
 	}
-	h := &harness{clock: newFakeClock(), reg: prometheus.NewRegistry(), rec: &recorder{}}
+	h := &harness{clock: testkit.NewClockAt(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)), reg: prometheus.NewRegistry(), rec: &recorder{}}
 	s, err := New(Options{
 		Enabled: enabled, Keys: keys, Now: h.clock.Now,
 		Registerer: h.reg, OnTransition: h.rec.record,

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 func TestNewValidates(t *testing.T) {
@@ -124,7 +126,7 @@ func TestOnTransitionRunsOutsideLock(t *testing.T) {
 	var seen []State
 	var err error
 	s, err = New(Options{
-		Enabled: true, Keys: []KeySettings{keySettings("a", 1, 0)}, Now: newFakeClock().Now,
+		Enabled: true, Keys: []KeySettings{keySettings("a", 1, 0)}, Now: testkit.NewClockAt(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)).Now,
 		Registerer: prometheus.NewRegistry(),
 		OnTransition: func(tr Transition) {
 			st, _, _ := s.RetryAfter(tr.Key) // takes the breaker lock

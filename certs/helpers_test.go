@@ -12,17 +12,10 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/nora-breaker/nora-breaker/internal/fakeclock"
 )
 
 // t0 is the fixed "now" of the tests.
 var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-
-// fakeClock is the settable test clock.
-type fakeClock = fakeclock.Clock
-
-func newFakeClock(t time.Time) *fakeClock { return fakeclock.New(t) }
 
 // testCA returns a freshly made ECDSA CA, parsed as Load would.
 func testCA(t testing.TB) *tls.Certificate {

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // stubGen returns a generator of distinct placeholder certificates that
@@ -34,7 +36,7 @@ func TestStoreDefaults(t *testing.T) {
 func TestStoreHitAndLRUEviction(t *testing.T) {
 	var calls atomic.Int64
 	var generated atomic.Int64
-	s := NewStore(StoreOptions{MaxEntries: 2, Now: newFakeClock(t0).Now, OnGenerate: func() { generated.Add(1) }})
+	s := NewStore(StoreOptions{MaxEntries: 2, Now: testkit.NewClockAt(t0).Now, OnGenerate: func() { generated.Add(1) }})
 	gen := stubGen(&calls, time.Time{})
 
 	a1, _ := s.Fetch("a", gen)
@@ -85,7 +87,7 @@ func TestStoreTTL(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clock := newFakeClock(t0)
+			clock := testkit.NewClockAt(t0)
 			var calls atomic.Int64
 			s := NewStore(StoreOptions{TTL: tt.ttl, Now: clock.Now})
 			gen := stubGen(&calls, tt.notAfter)

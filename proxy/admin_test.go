@@ -61,9 +61,9 @@ func TestAdminMetrics(t *testing.T) {
 	}
 	// Traffic touches every labelled series: a forward, a rejection, a transition.
 	c := proxyClient(t, tp, nil)
-	ixDo(t, c, "GET", up.URL+"/m2/a.jar", nil)
+	request(t, c, "GET", up.URL+"/m2/a.jar", nil)
 	ixAdmin(t, tp, "POST", "/breakers/force?key="+npm+"&state=open", "")
-	ixDo(t, c, "POST", up.URL+"/npm/x", nil)
+	request(t, c, "POST", up.URL+"/npm/x", nil)
 	// Requests are counted when their answer is done, just after the client
 	// has it: wait for their log lines, written at the same moment.
 	logs.waitFor(t, `"result":"forwarded"`)
@@ -135,7 +135,7 @@ func TestAdminHealthAndReady(t *testing.T) {
 	// direct request to it) and opens; the first stays closed.
 	c := proxyClient(t, tp, nil)
 	for i := 0; i < 7; i++ {
-		ixDo(t, c, "GET", dead+"/m2/a.pom", nil)
+		request(t, c, "GET", dead+"/m2/a.pom", nil)
 	}
 	tp.Clock.Advance(4 * time.Second)
 	h = health()
@@ -200,7 +200,7 @@ func TestAdminBreakersAndForce(t *testing.T) {
 		t.Fatalf("force open: %d %s", code, body)
 	}
 	c := proxyClient(t, tp, nil)
-	resp, _ := ixDo(t, c, "POST", up.URL+"/m2/x", nil)
+	resp, _ := request(t, c, "POST", up.URL+"/m2/x", nil)
 	ixWant503(t, resp, key, "open", "10")
 	if up.hits.Load() != 0 {
 		t.Fatal("forced-open breaker let a request through")
@@ -220,7 +220,7 @@ func TestAdminBreakersAndForce(t *testing.T) {
 		if code, _ := force("key="+key+"&state="+state, "s3cret-admin"); code != 200 {
 			t.Fatalf("force %s: %d", state, code)
 		}
-		if resp, _ := ixDo(t, c, "GET", up.URL+"/m2/x", nil); resp.StatusCode != 200 {
+		if resp, _ := request(t, c, "GET", up.URL+"/m2/x", nil); resp.StatusCode != 200 {
 			t.Fatalf("after force %s: %d", state, resp.StatusCode)
 		}
 	}
@@ -249,9 +249,9 @@ func TestStatusCommandShowsEveryColumn(t *testing.T) {
 	c := proxyClient(t, tp, nil)
 	// b (threshold 7) opens on its seventh failure; two more are refused.
 	for range 9 {
-		ixDo(t, c, "GET", dead+"/m2/a.pom", nil)
+		request(t, c, "GET", dead+"/m2/a.pom", nil)
 	}
-	ixDo(t, c, "GET", up.URL+"/npm/left-pad", nil) // npm is throttled for 120 s
+	request(t, c, "GET", up.URL+"/npm/left-pad", nil) // npm is throttled for 120 s
 	tp.Clock.Advance(4 * time.Second)
 	if resp, body := ixAdmin(t, tp, "POST", "/breakers/force?key="+keyA+"&state=open", ""); resp.StatusCode != 200 {
 		t.Fatalf("force: %d %s", resp.StatusCode, body)

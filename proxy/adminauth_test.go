@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // adminRoutes is every admin endpoint, with whether it stays open when an
@@ -79,7 +81,7 @@ func TestAdminTokenFollowsReload(t *testing.T) {
 	if resp, _ := ixAdmin(t, tp, "GET", "/breakers", ""); resp.StatusCode != 200 {
 		t.Fatalf("before reload: %d", resp.StatusCode)
 	}
-	if _, err := tp.Reload(loadTestConfig(t, ixTwoMaven(up.URL, dead, "[sidecar]\nadmin_token = \"new-tok\"\n"), nil)); err != nil {
+	if _, err := tp.Reload(testkit.LoadConfig(t, ixTwoMaven(up.URL, dead, "[sidecar]\nadmin_token = \"new-tok\"\n"), nil)); err != nil {
 		t.Fatal(err)
 	}
 	if resp, _ := ixAdmin(t, tp, "GET", "/breakers", ""); resp.StatusCode != 401 {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/nora-breaker/nora-breaker/clientconn"
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // The bad-input matrix (docs/behaviour.md §10): each case is sent as raw bytes
@@ -373,13 +374,13 @@ func biAbruptClose(t *testing.T, e *biEnv) {
 func biNormalTraffic(t *testing.T, e *biEnv) {
 	t.Helper()
 	plain := proxyClient(t, e.ix.tp, nil)
-	if resp, body := ixDo(t, plain, "GET", e.plain.URL+"/ok", nil); resp.StatusCode != 200 || body != "plain" {
+	if resp, body := request(t, plain, "GET", e.plain.URL+"/ok", nil); resp.StatusCode != 200 || body != "plain" {
 		t.Fatalf("plain: %d %q", resp.StatusCode, body)
 	}
 	plain.CloseIdleConnections()
 	for _, h2 := range []bool{false, true} {
 		c := e.ix.client(t, h2)
-		if resp, body := ixDo(t, c, "GET", e.ix.up.URL+"/maven2/ok.jar", nil); resp.StatusCode != 200 || body != "jar" {
+		if resp, body := request(t, c, "GET", e.ix.up.URL+"/maven2/ok.jar", nil); resp.StatusCode != 200 || body != "jar" {
 			t.Fatalf("intercepted h2=%v: %d %q", h2, resp.StatusCode, body)
 		}
 		c.CloseIdleConnections()
@@ -398,7 +399,7 @@ func biTakeBaseline(t *testing.T, e *biEnv) biBaseline {
 	e.ix.tp.state.Load().transport.CloseIdleConnections()
 	// Let connections closed just now finish closing on both sides.
 	var b biBaseline
-	pollUntil(t, 5*time.Second, func() bool {
+	testkit.PollUntil(t, 5*time.Second, func() bool {
 		g, f := biGoroutines(), biOpenFDs(t)
 		stable := g == b.goroutines && f == b.fds
 		b.goroutines, b.fds = g, f
@@ -414,7 +415,7 @@ func biWaitBaseline(t *testing.T, e *biEnv, base biBaseline) {
 	t.Helper()
 	e.ix.tp.state.Load().transport.CloseIdleConnections()
 	var g, f int
-	ok := pollUntilOK(15*time.Second, func() bool {
+	ok := testkit.Poll(15*time.Second, func() bool {
 		g, f = biGoroutines(), biOpenFDs(t)
 		return g <= base.goroutines+2 && f <= base.fds
 	})

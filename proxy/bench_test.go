@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nora-breaker/nora-breaker/breakerstate"
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // BenchmarkStripHopByHop includes cloning a typical request's headers, since
@@ -27,7 +28,7 @@ func BenchmarkStripHopByHop(b *testing.B) {
 }
 
 func BenchmarkRequestLogLine(b *testing.B) {
-	cfg := loadTestConfig(b, "[registries]\nenable = \"maven\"\n[maven]\nproxies = [\"https://repo.example.com/maven2\"]\n", nil)
+	cfg := testkit.LoadConfig(b, "[registries]\nenable = \"maven\"\n[maven]\nproxies = [\"https://repo.example.com/maven2\"]\n", nil)
 	p, err := New(cfg, Deps{Registry: prometheus.NewRegistry(), Logger: zerolog.New(io.Discard)})
 	if err != nil {
 		b.Fatal(err)

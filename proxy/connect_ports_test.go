@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // TestConnectAliasHostOnItsOwnPort: an alias host that names a port is an
@@ -34,7 +36,7 @@ maven = ["mirror.example:8443"]
 	if resp, why := connectAnswer(t, tp, "mirror.example:8443"); resp.StatusCode != http.StatusOK {
 		t.Fatalf("CONNECT mirror.example:8443: %d %q, want 200", resp.StatusCode, why)
 	}
-	if s := snapshotOf(t, tp, "maven:https://repo.test/m2@mirror.example:8443"); s.FailureCount != 0 {
+	if s := breakerOf(t, tp, "maven:https://repo.test/m2@mirror.example:8443"); s.FailureCount != 0 {
 		t.Fatalf("alias host's breaker after a good dial: %+v", s)
 	}
 	if resp, _ := connectAnswer(t, tp, "mirror.example:9443"); resp.StatusCode != http.StatusForbidden {
@@ -68,13 +70,13 @@ deny_unlisted = true
 		t.Fatalf("CONNECT before any redirect: %d, want 403", resp.StatusCode)
 	}
 	c := proxyClient(t, tp, nil)
-	if resp, _ := fbGet(t, c, "http://mirror.test/v2/lib/x/blobs/sha256:1"); resp.Header.Get("Location") != blobAt {
+	if resp, _ := getURL(t, c, "http://mirror.test/v2/lib/x/blobs/sha256:1"); resp.Header.Get("Location") != blobAt {
 		t.Fatalf("blob: %d Location %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
 	if resp, why := connectAnswer(t, tp, "storage.test:9443"); resp.StatusCode != http.StatusOK {
 		t.Fatalf("CONNECT to the learned host: %d %q, want 200", resp.StatusCode, why)
 	}
-	if s := snapshotOf(t, tp, "docker:http://mirror.test@storage.test:9443"); s.FailureCount != 0 {
+	if s := breakerOf(t, tp, "docker:http://mirror.test@storage.test:9443"); s.FailureCount != 0 {
 		t.Fatalf("learned host's breaker after a good dial: %+v", s)
 	}
 }
@@ -95,7 +97,7 @@ func connectAnswer(t *testing.T, tp *testProxy, target string) (*http.Response, 
 // TestSnapshotConnectPortsIncludeAliasPorts: the ports a CONNECT may name
 // are those of every host the table classifies, alias hosts included.
 func TestSnapshotConnectPortsIncludeAliasPorts(t *testing.T) {
-	cfg := loadTestConfig(t, `
+	cfg := testkit.LoadConfig(t, `
 [registries]
 enable = "maven"
 [maven]

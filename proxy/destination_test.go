@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // metadataForms spell cloud metadata and link-local destinations in every
@@ -75,7 +77,7 @@ func dialKeys(urlHost, port string) []string {
 // tunnelled and dialed) whose resolve map sends every metadata form, and
 // the control name canary.example, to the canary.
 func newCanaryProxy(t *testing.T, c *canary) *testProxy {
-	cfg := loadTestConfig(t, ixMaven("http://registry.invalid", true, ""), nil)
+	cfg := testkit.LoadConfig(t, ixMaven("http://registry.invalid", true, ""), nil)
 	for _, h := range append([]string{"canary.example"}, metadataForms()...) {
 		for _, port := range []string{"80", "443"} {
 			for _, k := range dialKeys(h, port) {
@@ -120,7 +122,7 @@ func TestDestinationMetadataFormsRefusedBeforeDial(t *testing.T) {
 func TestDestinationResolvedFormsRefused(t *testing.T) {
 	targets := []string{"[64:ff9b::a9fe:a9fe]:80", "[::a9fe:a9fe]:80", "[fd20:ce::254]:80",
 		"100.100.100.200:80", "[fe80::1]:80", "0.0.0.0:80", "[::]:80"}
-	cfg := loadTestConfig(t, ixMaven("http://registry.invalid", true, ""), nil)
+	cfg := testkit.LoadConfig(t, ixMaven("http://registry.invalid", true, ""), nil)
 	for i, to := range targets {
 		cfg.Sidecar.Resolve[fmt.Sprintf("meta%d.example:80", i)] = to
 	}

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // A docker pull of an image pulled before works from stale copies when the
@@ -312,7 +314,7 @@ stale_dir = %q
 	// alice's manifest; the public and the private blob (by digest). The
 	// blob redirects are not kept. Starting the outage at fewer would let
 	// it race the last commit.
-	pollUntil(t, 10*time.Second, func() bool { _, n := tp.stale.Stats(); return n == 11 })
+	testkit.PollUntil(t, 10*time.Second, func() bool { _, n := tp.stale.Stats(); return n == 11 })
 
 	h.down.Store(true)
 	// The anonymous pull gets the ping and its own token from stale copies,

@@ -101,7 +101,7 @@ func TestFallbackDockerTokenDance(t *testing.T) {
 	c := proxyClient(t, tp, nil)
 	pull := func(name string) {
 		t.Helper()
-		resp, body := fbDo(t, c, http.MethodGet, hub.URL+"/v2/"+name+"/manifests/3.20",
+		resp, body := request(t, c, http.MethodGet, hub.URL+"/v2/"+name+"/manifests/3.20",
 			fbHeader("Accept", manifestAccept, "Authorization", "Bearer hub-token-of-the-client"))
 		if resp.StatusCode != 200 || resp.Header.Get("X-Nora-Upstream") != keys[1] ||
 			resp.Header.Get("Docker-Content-Digest") != "sha256:feed" || !strings.Contains(body, name) {
@@ -139,7 +139,7 @@ func TestFallbackDockerBoundUpstreamIs503(t *testing.T) {
 	tp := newTestProxy(t, dockerConfig(hub.URL, b.URL, ghcr.URL), nil)
 	keys := fbKeys(t, tp, "docker")
 	fbForceOpen(t, tp, keys[2])
-	resp, body := fbDo(t, proxyClient(t, tp, nil), http.MethodGet, ghcr.URL+"/v2/owner/tool/manifests/latest",
+	resp, body := request(t, proxyClient(t, tp, nil), http.MethodGet, ghcr.URL+"/v2/owner/tool/manifests/latest",
 		fbHeader("Accept", manifestAccept))
 	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" ||
 		resp.Header.Get("Content-Type") != "application/json" || resp.Header.Get("X-Nora-Breaker-Key") != keys[2] {
@@ -181,10 +181,10 @@ func TestFallbackDockerRefusedTokenIsRefetched(t *testing.T) {
 	fbForceOpen(t, tp, fbKeys(t, tp, "docker")[0])
 	c := proxyClient(t, tp, nil)
 	url := hub.URL + "/v2/library/alpine/manifests/3.20"
-	if resp, _ := fbGet(t, c, url); resp.StatusCode != 503 {
+	if resp, _ := getURL(t, c, url); resp.StatusCode != 503 {
 		t.Fatalf("first pull with a refused token: %d", resp.StatusCode)
 	}
-	if resp, body := fbGet(t, c, url); resp.StatusCode != 200 {
+	if resp, body := getURL(t, c, url); resp.StatusCode != 200 {
 		t.Fatalf("second pull: %d %q (realm hits %d)", resp.StatusCode, body, realmHits.Load())
 	}
 	if n := realmHits.Load(); n != 2 {
@@ -204,7 +204,7 @@ func TestFallbackDockerCachedTokenSentFirst(t *testing.T) {
 	c := proxyClient(t, tp, nil)
 	before := b.upstream.hits.Load()
 	for i := range 3 {
-		resp, _ := fbDo(t, c, http.MethodGet, hub.URL+"/v2/library/alpine/manifests/3.20", fbHeader("Accept", manifestAccept))
+		resp, _ := request(t, c, http.MethodGet, hub.URL+"/v2/library/alpine/manifests/3.20", fbHeader("Accept", manifestAccept))
 		if resp.StatusCode != 200 {
 			t.Fatalf("pull %d: %d", i, resp.StatusCode)
 		}

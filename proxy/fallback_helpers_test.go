@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nora-breaker/nora-breaker/breakerstate"
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 	"github.com/nora-breaker/nora-breaker/stale"
 )
 
@@ -26,23 +27,10 @@ func fbKeys(t testing.TB, tp *testProxy, format string) []string {
 	return out
 }
 
-// fbDo sends method url through c with the given headers and returns the
-// response with its body read.
-func fbDo(t testing.TB, c *http.Client, method, url string, hdr http.Header) (*http.Response, string) {
+// getURL is request for a plain GET.
+func getURL(t testing.TB, c *http.Client, url string) (*http.Response, string) {
 	t.Helper()
-	return doRequest(t, c, method, url, nil, hdr)
-}
-
-// fbGet is fbDo for a plain GET.
-func fbGet(t testing.TB, c *http.Client, url string) (*http.Response, string) {
-	t.Helper()
-	return fbDo(t, c, http.MethodGet, url, nil)
-}
-
-// fbSnap returns key's breaker snapshot.
-func fbSnap(t testing.TB, tp *testProxy, key string) breakerstate.Snapshot {
-	t.Helper()
-	return snapshotOf(t, tp, key)
+	return request(t, c, http.MethodGet, url, nil)
 }
 
 func fbForceOpen(t testing.TB, tp *testProxy, key string) {
@@ -69,7 +57,7 @@ func fbWaitStored(t testing.TB, tp *testProxy, format, url string, hdr http.Head
 	if !ok {
 		t.Fatalf("%s is not cacheable", url)
 	}
-	stored := pollUntilOK(10*time.Second, func() bool {
+	stored := testkit.Poll(10*time.Second, func() bool {
 		e, ok := tp.stale.Find(ref)
 		if ok {
 			e.Body.Close()

@@ -37,11 +37,11 @@ func TestFallbackMavenRefusingPrimary(t *testing.T) {
 	keys := fbKeys(t, tp, "maven")
 	c := proxyClient(t, tp, nil)
 	for i := 1; i <= 3; i++ {
-		resp, body := fbGet(t, c, a+"/maven2/g/a/1/a-1.jar")
+		resp, body := getURL(t, c, a+"/maven2/g/a/1/a-1.jar")
 		if resp.StatusCode != 200 || body != "jar from B" || resp.Header.Get("X-Nora-Upstream") != keys[1] {
 			t.Fatalf("request %d: %d %q %v", i, resp.StatusCode, body, resp.Header)
 		}
-		s := fbSnap(t, tp, keys[0])
+		s := breakerOf(t, tp, keys[0])
 		if s.FailureCount != i {
 			t.Fatalf("request %d: A's failure count %d", i, s.FailureCount)
 		}
@@ -54,9 +54,9 @@ func TestFallbackMavenRefusingPrimary(t *testing.T) {
 		}
 	}
 	// Now rejected at once, and still served by B.
-	resp, body := fbGet(t, c, a+"/maven2/g/a/1/a-1.jar")
-	if resp.StatusCode != 200 || body != "jar from B" || fbSnap(t, tp, keys[0]).Rejections != 1 {
-		t.Fatalf("after opening: %d %q rejections %d", resp.StatusCode, body, fbSnap(t, tp, keys[0]).Rejections)
+	resp, body := getURL(t, c, a+"/maven2/g/a/1/a-1.jar")
+	if resp.StatusCode != 200 || body != "jar from B" || breakerOf(t, tp, keys[0]).Rejections != 1 {
+		t.Fatalf("after opening: %d %q rejections %d", resp.StatusCode, body, breakerOf(t, tp, keys[0]).Rejections)
 	}
 	if b.hits.Load() != 4 {
 		t.Fatalf("B hits %d, want 4", b.hits.Load())
@@ -85,7 +85,7 @@ func TestFallbackMavenOpenPrimaryServedByB(t *testing.T) {
 	tp := newTestProxy(t, mavenConfig(a.URL, b.URL), nil)
 	keys := fbKeys(t, tp, "maven")
 	fbForceOpen(t, tp, keys[0])
-	resp, body := fbDo(t, proxyClient(t, tp, nil), http.MethodGet, a.URL+"/maven2/g/a/1/a-1.jar?x=1",
+	resp, body := request(t, proxyClient(t, tp, nil), http.MethodGet, a.URL+"/maven2/g/a/1/a-1.jar?x=1",
 		fbHeader("Authorization", "Bearer client-secret", "Cookie", "session=client"))
 	if resp.StatusCode != 200 || body != "jar from B" || resp.Header.Get("X-Nora-Upstream") != keys[1] ||
 		resp.Header.Get("Content-Type") != "application/java-archive" {
@@ -102,7 +102,7 @@ func TestFallbackMavenCandidateNotFound(t *testing.T) {
 	tp := newTestProxy(t, mavenConfig(a.URL, b.URL), nil)
 	keys := fbKeys(t, tp, "maven")
 	fbForceOpen(t, tp, keys[0])
-	resp, _ := fbGet(t, proxyClient(t, tp, nil), a.URL+"/maven2/g/a/1/a-1.pom")
+	resp, _ := getURL(t, proxyClient(t, tp, nil), a.URL+"/maven2/g/a/1/a-1.pom")
 	if resp.StatusCode != 404 || resp.Header.Get("X-Nora-Breaker-Key") != keys[0] {
 		t.Fatalf("got %d %v", resp.StatusCode, resp.Header)
 	}
@@ -125,9 +125,9 @@ func TestFallbackMavenCandidateFailingRetryAfter(t *testing.T) {
 	keys := fbKeys(t, tp, "maven")
 	c := proxyClient(t, tp, nil)
 	for range 3 {
-		fbGet(t, c, a+"/maven2/g/a/1/a-1.jar")
+		getURL(t, c, a+"/maven2/g/a/1/a-1.jar")
 	}
-	if s := fbSnap(t, tp, keys[0]); s.State != breakerstate.Open {
+	if s := breakerOf(t, tp, keys[0]); s.State != breakerstate.Open {
 		t.Fatalf("A is %v", s.State)
 	}
 	close(bDown)
@@ -141,7 +141,7 @@ func TestFallbackMavenCandidateFailingRetryAfter(t *testing.T) {
 	}
 	for _, tc := range tests {
 		tp.Clock.Advance(tc.advance)
-		resp, body := fbGet(t, c, a+"/maven2/g/a/1/a-1.jar")
+		resp, body := getURL(t, c, a+"/maven2/g/a/1/a-1.jar")
 		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != tc.want ||
 			resp.Header.Get("X-Nora-Breaker-Key") != keys[0] || resp.Header.Get("X-Nora-Breaker-State") != "open" {
 			t.Fatalf("after +%v: %d Retry-After %q %v %q", tc.advance, resp.StatusCode,

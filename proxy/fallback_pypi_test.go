@@ -27,7 +27,7 @@ func TestFallbackPyPICandidateNotFoundIs503(t *testing.T) {
 	tp := newTestProxy(t, pypiConfig(a.URL, b.URL), nil)
 	keys := fbKeys(t, tp, "pypi")
 	fbForceOpen(t, tp, keys[0])
-	resp, body := fbGet(t, proxyClient(t, tp, nil), a.URL+"/simple/requests/")
+	resp, body := getURL(t, proxyClient(t, tp, nil), a.URL+"/simple/requests/")
 	if resp.StatusCode != 503 || b.hits.Load() != 1 || resp.Header.Get("Retry-After") == "" ||
 		!strings.Contains(body, keys[0]) {
 		t.Fatalf("got %d %q %v (B hits %d)", resp.StatusCode, body, resp.Header, b.hits.Load())
@@ -59,7 +59,7 @@ func TestFallbackPyPIRelativeLinksMadeAbsolute(t *testing.T) {
 	want := b.URL + "/packages/x-1.0-py3-none-any.whl"
 
 	t.Run("HTML", func(t *testing.T) {
-		resp, body := fbDo(t, c, http.MethodGet, a.URL+"/simple/x/", fbHeader("Accept", "text/html"))
+		resp, body := request(t, c, http.MethodGet, a.URL+"/simple/x/", fbHeader("Accept", "text/html"))
 		if resp.StatusCode != 200 || resp.Header.Get("X-Nora-Upstream") != keys[1] {
 			t.Fatalf("got %d %v", resp.StatusCode, resp.Header)
 		}
@@ -68,7 +68,7 @@ func TestFallbackPyPIRelativeLinksMadeAbsolute(t *testing.T) {
 		}
 	})
 	t.Run("PEP 691 JSON", func(t *testing.T) {
-		resp, body := fbDo(t, c, http.MethodGet, a.URL+"/simple/x/",
+		resp, body := request(t, c, http.MethodGet, a.URL+"/simple/x/",
 			fbHeader("Accept", "application/vnd.pypi.simple.v1+json"))
 		if resp.StatusCode != 200 || resp.Header.Get("X-Nora-Upstream") != keys[1] {
 			t.Fatalf("got %d %v", resp.StatusCode, resp.Header)

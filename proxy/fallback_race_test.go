@@ -40,7 +40,7 @@ stale_dir = %q
 	c := proxyClient(t, tp, nil)
 	cached := a.URL + "/maven2/g/a/1/cached.jar"
 	fresh := a.URL + "/maven2/g/a/1/fresh.jar"
-	fbGet(t, c, cached)
+	getURL(t, c, cached)
 	fbWaitStored(t, tp, "maven", cached, nil)
 	fbForceOpen(t, tp, keys[0])
 

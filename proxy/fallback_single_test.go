@@ -26,7 +26,7 @@ proxy = "%s"
 `, reg.URL), nil)
 	key := fbKeys(t, tp, "npm")[0]
 	fbForceOpen(t, tp, key)
-	resp, body := fbDo(t, proxyClient(t, tp, nil), http.MethodGet, reg.URL+"/left-pad",
+	resp, body := request(t, proxyClient(t, tp, nil), http.MethodGet, reg.URL+"/left-pad",
 		fbHeader("Accept", npmAbbreviated))
 	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "45" ||
 		resp.Header.Get("Content-Type") != "application/json" || resp.Header.Get("X-Nora-Breaker-Key") != key {
@@ -60,20 +60,20 @@ stale_dir = %q
 	key := fbKeys(t, tp, "npm")[0]
 	c := proxyClient(t, tp, nil)
 	accept := fbHeader("Accept", npmAbbreviated)
-	if resp, body := fbDo(t, c, http.MethodGet, reg.URL+"/left-pad", accept); resp.StatusCode != 200 || body != packument {
+	if resp, body := request(t, c, http.MethodGet, reg.URL+"/left-pad", accept); resp.StatusCode != 200 || body != packument {
 		t.Fatalf("warm-up: %d %q", resp.StatusCode, body)
 	}
 	fbWaitStored(t, tp, "npm", reg.URL+"/left-pad", accept)
 	fbForceOpen(t, tp, key)
 	tp.Clock.Advance(90 * time.Second)
 
-	resp, body := fbDo(t, c, http.MethodGet, reg.URL+"/left-pad", accept)
+	resp, body := request(t, c, http.MethodGet, reg.URL+"/left-pad", accept)
 	if resp.StatusCode != 200 || body != packument || resp.Header.Get("X-Nora-Stale") != "true" ||
 		resp.Header.Get("Age") != "90" || resp.Header.Get("ETag") != `"v1"` {
 		t.Fatalf("stale: %d %q %v", resp.StatusCode, body, resp.Header)
 	}
 	// The full packument is another document: no stale copy of it.
-	resp, _ = fbDo(t, c, http.MethodGet, reg.URL+"/left-pad", fbHeader("Accept", "application/json"))
+	resp, _ = request(t, c, http.MethodGet, reg.URL+"/left-pad", fbHeader("Accept", "application/json"))
 	if resp.StatusCode != 503 || resp.Header.Get("X-Nora-Stale") != "" {
 		t.Fatalf("other Accept variant: %d %v", resp.StatusCode, resp.Header)
 	}
@@ -102,7 +102,7 @@ proxy = "%s"
 	}
 	fbForceOpen(t, tp, key)
 	for _, method := range []string{http.MethodGet, http.MethodHead} {
-		resp, body := fbDo(t, proxyClient(t, tp, nil), method, gp.URL+"/golang.org/x/text/@v/list", nil)
+		resp, body := request(t, proxyClient(t, tp, nil), method, gp.URL+"/golang.org/x/text/@v/list", nil)
 		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "30" ||
 			!strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
 			t.Fatalf("%s: %d %v", method, resp.StatusCode, resp.Header)

@@ -40,20 +40,20 @@ func bodylessHandler(w http.ResponseWriter, r *http.Request) {
 func checkBodyless(t *testing.T, tp *testProxy, c *http.Client, url, key string) {
 	t.Helper()
 	for i := range 10 {
-		resp, body := ixDo(t, c, http.MethodHead, url, nil)
+		resp, body := request(t, c, http.MethodHead, url, nil)
 		if resp.StatusCode != 200 || resp.ContentLength != manifestLength || body != "" ||
 			resp.Header.Get("Docker-Content-Digest") != "sha256:abc" {
 			t.Fatalf("HEAD %d: %d length %d body %q headers %v", i, resp.StatusCode, resp.ContentLength, body, resp.Header)
 		}
 	}
-	resp, body := ixDo(t, c, http.MethodGet, url, fbHeader("If-None-Match", `"v1"`))
+	resp, body := request(t, c, http.MethodGet, url, fbHeader("If-None-Match", `"v1"`))
 	if resp.StatusCode != http.StatusNotModified || body != "" {
 		t.Fatalf("conditional GET: %d %q", resp.StatusCode, body)
 	}
-	if s := ixState(t, tp, key); s.State != breakerstate.Closed || s.FailureCount != 0 {
+	if s := breakerOf(t, tp, key); s.State != breakerstate.Closed || s.FailureCount != 0 {
 		t.Fatalf("breaker after body-less answers: %s, %d failures", s.State, s.FailureCount)
 	}
-	if resp, body := ixDo(t, c, http.MethodGet, url, nil); resp.StatusCode != 200 || len(body) != manifestLength {
+	if resp, body := request(t, c, http.MethodGet, url, nil); resp.StatusCode != 200 || len(body) != manifestLength {
 		t.Fatalf("GET afterwards: %d, %d bytes", resp.StatusCode, len(body))
 	}
 }
@@ -83,13 +83,13 @@ func TestHealthBodylessAnswersThroughFallback(t *testing.T) {
 	fbForceOpen(t, tp, keys[0])
 	c := proxyClient(t, tp, nil)
 	for i := range 10 {
-		resp, body := ixDo(t, c, http.MethodHead, a.URL+"/m2/lib/hello/1/hello-1.pom", nil)
+		resp, body := request(t, c, http.MethodHead, a.URL+"/m2/lib/hello/1/hello-1.pom", nil)
 		if resp.StatusCode != 200 || resp.ContentLength != manifestLength || body != "" ||
 			resp.Header.Get("X-Nora-Upstream") != keys[1] {
 			t.Fatalf("HEAD %d: %d length %d headers %v", i, resp.StatusCode, resp.ContentLength, resp.Header)
 		}
 	}
-	if s := ixState(t, tp, keys[1]); s.State != breakerstate.Closed || s.FailureCount != 0 {
+	if s := breakerOf(t, tp, keys[1]); s.State != breakerstate.Closed || s.FailureCount != 0 {
 		t.Fatalf("B after body-less answers: %s, %d failures", s.State, s.FailureCount)
 	}
 }
@@ -99,13 +99,13 @@ func TestHealthBodylessAnswersThroughFallback(t *testing.T) {
 func TestHealthBodylessAnswersFromStale(t *testing.T) {
 	e := newStaleEnv(t, bodylessHandler)
 	url := e.base + "/lib/hello/1/hello-1.pom"
-	if resp, _ := fbGet(t, e.c, url); resp.StatusCode != 200 {
+	if resp, _ := getURL(t, e.c, url); resp.StatusCode != 200 {
 		t.Fatalf("priming GET: %d", resp.StatusCode)
 	}
 	fbWaitStored(t, e.tp, "maven", url, nil)
 	e.down.Store(true)
 	for i := range 10 {
-		resp, body := ixDo(t, e.c, http.MethodHead, url, nil)
+		resp, body := request(t, e.c, http.MethodHead, url, nil)
 		if resp.StatusCode != 200 || resp.ContentLength != manifestLength || body != "" ||
 			resp.Header.Get("X-Nora-Stale") != "true" {
 			t.Fatalf("stale HEAD %d: %d length %d headers %v", i, resp.StatusCode, resp.ContentLength, resp.Header)

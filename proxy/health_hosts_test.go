@@ -45,7 +45,7 @@ deny_unlisted = %v
 			c := proxyClient(t, tp, nil)
 			before := other.hits.Load()
 			for i := range 3 {
-				resp, _ := ixDo(t, c, "GET", other.URL+"/x", nil)
+				resp, _ := request(t, c, "GET", other.URL+"/x", nil)
 				want := http.StatusBadGateway // the other server's own answer
 				if deny {
 					want = http.StatusForbidden
@@ -128,29 +128,29 @@ func TestHealthPageHostDownFileHostUp(t *testing.T) {
 		map[string]http.HandlerFunc{"pypi.test": blackhole, "files.test": serveText("wheel")})
 	pageKey := "pypi:http://pypi.test/simple"
 	for run := range 2 {
-		if resp, _ := fbGet(t, e.client, "http://pypi.test/simple/requests/"); resp.StatusCode != http.StatusGatewayTimeout {
+		if resp, _ := getURL(t, e.client, "http://pypi.test/simple/requests/"); resp.StatusCode != http.StatusGatewayTimeout {
 			t.Fatalf("run %d: page %d, want 504", run, resp.StatusCode)
 		}
-		if resp, body := fbGet(t, e.client, "http://files.test/packages/requests.whl"); resp.StatusCode != 200 || body != "wheel" {
+		if resp, body := getURL(t, e.client, "http://files.test/packages/requests.whl"); resp.StatusCode != 200 || body != "wheel" {
 			t.Fatalf("run %d: file %d %q", run, resp.StatusCode, body)
 		}
 	}
-	if s := ixState(t, e.tp, pageKey); s.State != breakerstate.Open {
+	if s := breakerOf(t, e.tp, pageKey); s.State != breakerstate.Open {
 		t.Fatalf("page host after two failed runs: %s with %d failures, want open", s.State, s.FailureCount)
 	}
 	// The open breaker answers for the page host: the black hole is not
 	// asked (and so not waited for).
 	pageHits := e.hosts["pypi.test"].hits.Load()
-	resp, _ := fbGet(t, e.client, "http://pypi.test/simple/requests/")
+	resp, _ := getURL(t, e.client, "http://pypi.test/simple/requests/")
 	if resp.StatusCode != http.StatusServiceUnavailable || e.hosts["pypi.test"].hits.Load() != pageHits {
 		t.Fatalf("page with its breaker open: %d, page host asked %d more times; want 503 and not asked",
 			resp.StatusCode, e.hosts["pypi.test"].hits.Load()-pageHits)
 	}
-	if resp, body := fbGet(t, e.client, "http://files.test/packages/requests.whl"); resp.StatusCode != 200 || body != "wheel" {
+	if resp, body := getURL(t, e.client, "http://files.test/packages/requests.whl"); resp.StatusCode != 200 || body != "wheel" {
 		t.Fatalf("file while the page host is open: %d %q, want it served", resp.StatusCode, body)
 	}
 	fileKey := pageKey + "@files.test"
-	if s := ixState(t, e.tp, fileKey); s.State != breakerstate.Closed || s.FailureCount != 0 {
+	if s := breakerOf(t, e.tp, fileKey); s.State != breakerstate.Closed || s.FailureCount != 0 {
 		t.Fatalf("file host breaker %s: %s, %d failures", fileKey, s.State, s.FailureCount)
 	}
 	// /breakers says which host each key is; /health's pypi status is the
@@ -180,18 +180,18 @@ func TestHealthCargoIndexDownStaticUp(t *testing.T) {
 		[]string{"index.crates.test", "static.crates.test"}, map[string]http.HandlerFunc{
 			"crates.test": serveText("api"), "index.crates.test": blackhole, "static.crates.test": serveText("crate")})
 	for run := range 2 {
-		if resp, _ := fbGet(t, e.client, "http://index.crates.test/se/rd/serde"); resp.StatusCode != http.StatusGatewayTimeout {
+		if resp, _ := getURL(t, e.client, "http://index.crates.test/se/rd/serde"); resp.StatusCode != http.StatusGatewayTimeout {
 			t.Fatalf("run %d: index %d, want 504", run, resp.StatusCode)
 		}
-		if resp, body := fbGet(t, e.client, "http://static.crates.test/crates/serde/serde-1.0.0.crate"); resp.StatusCode != 200 || body != "crate" {
+		if resp, body := getURL(t, e.client, "http://static.crates.test/crates/serde/serde-1.0.0.crate"); resp.StatusCode != 200 || body != "crate" {
 			t.Fatalf("run %d: download %d %q", run, resp.StatusCode, body)
 		}
 	}
-	if s := ixState(t, e.tp, "cargo@index.crates.test"); s.State != breakerstate.Open {
+	if s := breakerOf(t, e.tp, "cargo@index.crates.test"); s.State != breakerstate.Open {
 		t.Fatalf("index host: %s with %d failures, want open", s.State, s.FailureCount)
 	}
 	for _, key := range []string{"cargo", "cargo@static.crates.test"} {
-		if s := ixState(t, e.tp, key); s.State != breakerstate.Closed || s.FailureCount != 0 {
+		if s := breakerOf(t, e.tp, key); s.State != breakerstate.Closed || s.FailureCount != 0 {
 			t.Fatalf("%s: %s with %d failures, want closed and clean", key, s.State, s.FailureCount)
 		}
 	}
@@ -221,26 +221,26 @@ url = "http://mirror.test"`, "docker:http://hub.test", []string{"auth.hub.test"}
 	const hub, mirror = "docker:http://hub.test", "docker:http://mirror.test"
 	realm := hub + "@auth.hub.test"
 	// The ping teaches the proxy where the hub's realm is.
-	if resp, _ := fbGet(t, e.client, "http://hub.test/v2/"); resp.StatusCode != http.StatusUnauthorized {
+	if resp, _ := getURL(t, e.client, "http://hub.test/v2/"); resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("ping: %d, want the hub's 401", resp.StatusCode)
 	}
 	for i := range 2 {
-		if resp, _ := fbGet(t, e.client, "http://auth.hub.test/token?service=hub.test&scope=repository:lib/x:pull"); resp.StatusCode != http.StatusGatewayTimeout {
+		if resp, _ := getURL(t, e.client, "http://auth.hub.test/token?service=hub.test&scope=repository:lib/x:pull"); resp.StatusCode != http.StatusGatewayTimeout {
 			t.Fatalf("token request %d: %d, want 504", i, resp.StatusCode)
 		}
 	}
-	if s := ixState(t, e.tp, realm); s.State != breakerstate.Open {
+	if s := breakerOf(t, e.tp, realm); s.State != breakerstate.Open {
 		t.Fatalf("realm breaker %s: %s, want open", realm, s.State)
 	}
-	resp, body := fbGet(t, e.client, "http://hub.test/v2/lib/x/manifests/1")
+	resp, body := getURL(t, e.client, "http://hub.test/v2/lib/x/manifests/1")
 	if resp.StatusCode != 200 || body != "from mirror /v2/lib/x/manifests/1" || resp.Header.Get("X-Nora-Upstream") != mirror {
 		t.Fatalf("manifest with the realm down: %d %q (served by %q), want the mirror's", resp.StatusCode, body,
 			resp.Header.Get("X-Nora-Upstream"))
 	}
-	if resp, body := fbGet(t, e.client, "http://hub.test/v2/"); resp.StatusCode != 200 || body != "from mirror /v2/" {
+	if resp, body := getURL(t, e.client, "http://hub.test/v2/"); resp.StatusCode != 200 || body != "from mirror /v2/" {
 		t.Fatalf("ping with the realm down: %d %q, want the mirror's", resp.StatusCode, body)
 	}
-	if s := ixState(t, e.tp, hub); s.State != breakerstate.Closed || s.FailureCount != 0 {
+	if s := breakerOf(t, e.tp, hub); s.State != breakerstate.Closed || s.FailureCount != 0 {
 		t.Fatalf("the hub itself answered all along, yet its breaker is %s with %d failures", s.State, s.FailureCount)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nora-breaker/nora-breaker/breakerstate"
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // A client that reads slowly, pauses, or stops reading says nothing about
@@ -192,8 +193,8 @@ func runReaderCases(t *testing.T, idle time.Duration, newEnv func(t *testing.T) 
 				resp.Body.Close()
 			}
 			// The request's verdict is reported when its body is done with.
-			pollUntil(t, 5*time.Second, func() bool { return env.bodies.finished(target) })
-			if s := snapshotOf(t, env.tp, env.key); s.State != breakerstate.Closed || s.FailureCount != 0 {
+			testkit.PollUntil(t, 5*time.Second, func() bool { return env.bodies.finished(target) })
+			if s := breakerOf(t, env.tp, env.key); s.State != breakerstate.Closed || s.FailureCount != 0 {
 				t.Errorf("the reader moved the upstream's breaker: %s, %d failures", s.State, s.FailureCount)
 			}
 		})
@@ -244,7 +245,7 @@ func TestHealthSlowReadersPlain(t *testing.T) {
 	runReaderCases(t, slowIdle, func(t *testing.T) readerEnv {
 		bodies := newServedBodies()
 		up := newUpstream(t, bodies.ServeHTTP)
-		cfg := loadTestConfig(t, slowReaderConfig(up.URL, slowIdle.String(), ""), nil)
+		cfg := testkit.LoadConfig(t, slowReaderConfig(up.URL, slowIdle.String(), ""), nil)
 		tp := startProxyWrapped(t, cfg, zerolog.Nop(), func(ln net.Listener) net.Listener { return smallSendListener{ln} })
 		return readerEnv{tp: tp, bodies: bodies, client: smallReadClient(t, tp, nil),
 			url: up.URL + "/pkg/-/pkg-1.tgz", key: "npm:" + up.URL}
@@ -267,7 +268,7 @@ func interceptedReaderEnv(t *testing.T, h2 bool) readerEnv {
 	bodies := newServedBodies()
 	up := newTLSUpstream(t, bodies.ServeHTTP)
 	extra, pool := interceptCA(t, up.Server)
-	cfg := loadTestConfig(t, slowReaderConfig(up.URL, slowIdle.String(), extra), nil)
+	cfg := testkit.LoadConfig(t, slowReaderConfig(up.URL, slowIdle.String(), extra), nil)
 	tp := startProxyWrapped(t, cfg, zerolog.Nop(), func(ln net.Listener) net.Listener { return smallSendListener{ln} })
 	tlsConf := &tls.Config{RootCAs: pool, Time: tp.Clock.Now, NextProtos: []string{"http/1.1"}}
 	client := smallReadClient(t, tp, tlsConf)

@@ -44,7 +44,7 @@ func exchangeOn(t *testing.T, conn net.Conn, req string) *http.Response {
 
 func wantUnmoved(t *testing.T, tp *testProxy, key string) {
 	t.Helper()
-	if s := ixState(t, tp, key); s.State != breakerstate.Closed || s.FailureCount != 0 {
+	if s := breakerOf(t, tp, key); s.State != breakerstate.Closed || s.FailureCount != 0 {
 		t.Fatalf("breaker %s moved: %s, %d failures", key, s.State, s.FailureCount)
 	}
 }
@@ -165,7 +165,7 @@ func TestHealthNotImplementedIsAlive(t *testing.T) {
 			tp := newTestProxy(t, ixMaven(up.URL, true, ""), nil)
 			c := proxyClient(t, tp, nil)
 			for i := range 5 {
-				if resp, _ := ixDo(t, c, "FOO", up.URL+"/maven2/x", nil); resp.StatusCode != status {
+				if resp, _ := request(t, c, "FOO", up.URL+"/maven2/x", nil); resp.StatusCode != status {
 					t.Fatalf("request %d: %d, want the upstream's %d", i, resp.StatusCode, status)
 				}
 			}

@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,74 +22,30 @@ import (
 
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/config"
-	"github.com/nora-breaker/nora-breaker/internal/fakeclock"
 	"github.com/nora-breaker/nora-breaker/internal/listenaddr"
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
-
-// fakeClock is the injected clock: tests move time with Advance instead of
-// sleeping.
-type fakeClock = fakeclock.Clock
-
-func newFakeClock() *fakeClock { return fakeclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)) }
-
-// syncBuffer collects log output from many goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // testProxy is a real Proxy serving on loopback listeners.
 type testProxy struct {
 	*Proxy
 	URL      *url.URL // the proxy listener, for http.ProxyURL
 	AdminURL string
-	Clock    *fakeClock
-	Logs     *syncBuffer
+	Clock    *testkit.Clock
+	Logs     *testkit.SyncBuffer
 	Registry *prometheus.Registry
-}
-
-// loadTestConfig writes tomlText to a temp file and loads it with env.
-func loadTestConfig(t testing.TB, tomlText string, env map[string]string) *config.Config {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "config.toml")
-	if err := os.WriteFile(path, []byte(tomlText), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(config.Options{
-		Flags: config.Flags{ConfigPath: path},
-		LookupEnv: func(k string) (string, bool) {
-			v, ok := env[k]
-			return v, ok
-		},
-	})
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	return cfg
 }
 
 // newTestProxy starts a proxy for tomlText on 127.0.0.1 ephemeral ports and
 // stops it when the test ends.
 func newTestProxy(t testing.TB, tomlText string, env map[string]string) *testProxy {
 	t.Helper()
-	return startProxy(t, loadTestConfig(t, tomlText, env))
+	return startProxy(t, testkit.LoadConfig(t, tomlText, env))
 }
 
 func startProxy(t testing.TB, cfg *config.Config) *testProxy {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	tp := startProxyLogged(t, cfg, zerolog.New(logs).Level(zerolog.DebugLevel))
 	tp.Logs = logs
 	return tp
@@ -107,7 +62,7 @@ func startProxyLogged(t testing.TB, cfg *config.Config, log zerolog.Logger) *tes
 // through wrap first (nil: as it is).
 func startProxyWrapped(t testing.TB, cfg *config.Config, log zerolog.Logger, wrap func(net.Listener) net.Listener) *testProxy {
 	t.Helper()
-	clock := newFakeClock()
+	clock := testkit.NewClock()
 	reg := prometheus.NewRegistry()
 	p, err := New(cfg, Deps{Registry: reg, Logger: log, Now: clock.Now, Version: "test"})
 	if err != nil {
@@ -160,8 +115,8 @@ func doRequest(t testing.TB, c *http.Client, method, url string, body io.Reader,
 	return resp, string(b)
 }
 
-// snapshotOf returns key's breaker snapshot.
-func snapshotOf(t testing.TB, tp *testProxy, key string) breakerstate.Snapshot {
+// breakerOf returns key's breaker snapshot.
+func breakerOf(t testing.TB, tp *testProxy, key string) breakerstate.Snapshot {
 	t.Helper()
 	for _, s := range tp.Breakers().Snapshot() {
 		if s.Key == key {
@@ -244,26 +199,4 @@ func closedPort(t testing.TB) string {
 
 func pemEncodeCert(buf *bytes.Buffer, der []byte) error {
 	return pem.Encode(buf, &pem.Block{Type: "CERTIFICATE", Bytes: der})
-}
-
-// pollUntil re-checks cond until it holds, failing the test after d. It
-// waits for the proxy to reach a state it has no event for (a closed
-// connection noticed, a background commit done); it never stands in for one.
-func pollUntil(t testing.TB, d time.Duration, cond func() bool) {
-	t.Helper()
-	if !pollUntilOK(d, cond) {
-		t.Fatalf("condition not reached within %v", d)
-	}
-}
-
-// pollUntilOK is pollUntil that reports instead of failing.
-func pollUntilOK(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return true
 }

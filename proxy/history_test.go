@@ -18,10 +18,10 @@ func TestBreakersHistoryEndpoint(t *testing.T) {
 	deadKey, npm := "maven:"+dead+"/m2", "npm:"+up.URL+"/npm"
 	c := proxyClient(t, tp, nil)
 	for range 7 { // the dead upstream's threshold is 7 (ixTwoMaven's override)
-		ixDo(t, c, "GET", dead+"/m2/a.pom", nil)
+		request(t, c, "GET", dead+"/m2/a.pom", nil)
 	}
 	tp.Clock.Advance(11 * time.Second)
-	ixDo(t, c, "GET", dead+"/m2/a.pom", nil) // the probe, refused again
+	request(t, c, "GET", dead+"/m2/a.pom", nil) // the probe, refused again
 	ixAdmin(t, tp, "POST", "/breakers/force?key="+npm+"&state=open", "")
 	if resp, body := ixAdmin(t, tp, "POST", "/breakers/force?key="+npm+"&state=auto", ""); resp.StatusCode != 200 {
 		t.Fatalf("release: %d %s", resp.StatusCode, body)

@@ -86,20 +86,20 @@ func TestHygieneLoopDetected(t *testing.T) {
 	tp := newTestProxy(t, ixMaven(up.URL, true, ""), nil)
 	c := proxyClient(t, tp, nil)
 	for _, via := range []string{"1.1 nora-breaker", "1.0 squid, 1.1 Nora-Breaker", "HTTP/1.1 nora-breaker (x)"} {
-		resp, _ := ixDo(t, c, "GET", up.URL+"/maven2/a.jar", http.Header{"Via": {via}})
+		resp, _ := request(t, c, "GET", up.URL+"/maven2/a.jar", http.Header{"Via": {via}})
 		if resp.StatusCode != http.StatusLoopDetected {
 			t.Errorf("Via %q: %d, want 508", via, resp.StatusCode)
 		}
 	}
 	// Unclassified hosts are checked too.
-	resp, _ := ixDo(t, c, "GET", "http://unlisted.invalid/x", http.Header{"Via": {"1.1 nora-breaker"}})
+	resp, _ := request(t, c, "GET", "http://unlisted.invalid/x", http.Header{"Via": {"1.1 nora-breaker"}})
 	if resp.StatusCode != http.StatusLoopDetected {
 		t.Errorf("unclassified loop: %d", resp.StatusCode)
 	}
 	if up.hits.Load() != 0 {
 		t.Fatalf("looped requests reached the upstream %d times", up.hits.Load())
 	}
-	if resp, _ := ixDo(t, c, "GET", up.URL+"/maven2/a.jar", http.Header{"Via": {"1.1 nora-breaker-2"}}); resp.StatusCode != 200 {
+	if resp, _ := request(t, c, "GET", up.URL+"/maven2/a.jar", http.Header{"Via": {"1.1 nora-breaker-2"}}); resp.StatusCode != 200 {
 		t.Fatalf("another proxy's token treated as ours: %d", resp.StatusCode)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nora-breaker/nora-breaker/certs"
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // ixIntercept is a proxy with an interception CA in front of one TLS maven
@@ -46,7 +47,7 @@ func newIxInterceptWith(t *testing.T, h http.HandlerFunc, sidecar string) *ixInt
 // certificate), one per line, and a pool that trusts only the CA.
 func interceptCA(t testing.TB, srv *httptest.Server) (lines string, pool *x509.CertPool) {
 	t.Helper()
-	certPath, keyPath, err := certs.Init(filepath.Join(t.TempDir(), "ca"), newFakeClock().Now)
+	certPath, keyPath, err := certs.Init(filepath.Join(t.TempDir(), "ca"), testkit.NewClock().Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func TestInterceptServesThroughOurLeaf(t *testing.T) {
 	for _, h2 := range []bool{false, true} {
 		t.Run(fmt.Sprintf("h2=%v", h2), func(t *testing.T) {
 			before := ix.up.hits.Load()
-			resp, body := ixDo(t, ix.client(t, h2), "GET", ix.up.URL+"/maven2/g/a.jar", nil)
+			resp, body := request(t, ix.client(t, h2), "GET", ix.up.URL+"/maven2/g/a.jar", nil)
 			if resp.StatusCode != 200 || body != "jar" || resp.Header.Get("X-Upstream-Path") != "/maven2/g/a.jar" {
 				t.Fatalf("got %d %q %v", resp.StatusCode, body, resp.Header)
 			}
@@ -139,11 +140,11 @@ func TestInterceptBreakerAnswersInsideTunnel(t *testing.T) {
 			})
 			c, target := ix.client(t, h2), ix.up.URL+"/maven2/deploy.jar"
 			for i := 0; i < 3; i++ {
-				if resp, _ := ixDo(t, c, "PUT", target, nil); resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "" {
+				if resp, _ := request(t, c, "PUT", target, nil); resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "" {
 					t.Fatalf("PUT %d: %d %v, want the upstream's own 503", i, resp.StatusCode, resp.Header)
 				}
 			}
-			resp, body := ixDo(t, c, "PUT", target, nil)
+			resp, body := request(t, c, "PUT", target, nil)
 			ixWant503(t, resp, ixKey(ix.up.URL), "open", "10")
 			if h2 && resp.ProtoMajor != 2 {
 				t.Fatalf("got %s, want HTTP/2", resp.Proto)
@@ -216,15 +217,15 @@ func TestHandlerPanicIsContained(t *testing.T) {
 	for _, h2 := range []bool{false, true} {
 		c := ix.client(t, h2)
 		for _, base := range []string{ix.up.URL, plain.URL} {
-			resp, body := ixDo(t, c, "GET", base+"/maven2/boom", nil)
+			resp, body := request(t, c, "GET", base+"/maven2/boom", nil)
 			if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(body, "internal error") {
 				t.Fatalf("h2=%v %s: panic answered %d %q", h2, base, resp.StatusCode, body)
 			}
 		}
-		if resp, body := ixDo(t, c, "GET", ix.up.URL+"/maven2/fine", nil); resp.StatusCode != 200 || body != "ok" {
+		if resp, body := request(t, c, "GET", ix.up.URL+"/maven2/fine", nil); resp.StatusCode != 200 || body != "ok" {
 			t.Fatalf("h2=%v: after the panic: %d %q", h2, resp.StatusCode, body)
 		}
-		if resp, body := ixDo(t, c, "GET", plain.URL+"/fine", nil); resp.StatusCode != 200 || body != "plain ok" {
+		if resp, body := request(t, c, "GET", plain.URL+"/fine", nil); resp.StatusCode != 200 || body != "plain ok" {
 			t.Fatalf("h2=%v: plain after the panic: %d %q", h2, resp.StatusCode, body)
 		}
 	}

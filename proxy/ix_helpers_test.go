@@ -12,7 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/nora-breaker/nora-breaker/breakerstate"
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // Helpers of the integration tests (classify, transparent, intercept,
@@ -44,21 +44,15 @@ proxy_timeout = %d
 // ixKey is the breaker key of ixMaven's upstream.
 func ixKey(base string) string { return "maven:" + base + "/maven2" }
 
-// ixDo sends one request (POST and PUT carry a small body) and returns the
-// response with its body read.
-func ixDo(t testing.TB, c *http.Client, method, url string, hdr http.Header) (*http.Response, string) {
+// request sends one request (POST and PUT carry a small body) and returns
+// the response with its body read.
+func request(t testing.TB, c *http.Client, method, url string, hdr http.Header) (*http.Response, string) {
 	t.Helper()
 	var body io.Reader
 	if method == http.MethodPost || method == http.MethodPut {
 		body = strings.NewReader("payload")
 	}
 	return doRequest(t, c, method, url, body, hdr)
-}
-
-// ixState returns the state of key's breaker.
-func ixState(t testing.TB, tp *testProxy, key string) breakerstate.Snapshot {
-	t.Helper()
-	return snapshotOf(t, tp, key)
 }
 
 // ixWant503 checks a synthesized breaker rejection.
@@ -123,7 +117,7 @@ func (w *ixLogWatch) waitForN(t testing.TB, substr string, n int) string {
 // ixStartProxy is startProxy with a log sink tests can wait on.
 func ixStartProxy(t testing.TB, tomlText string) (*testProxy, *ixLogWatch) {
 	t.Helper()
-	logs, watch := &syncBuffer{}, &ixLogWatch{}
+	logs, watch := &testkit.SyncBuffer{}, &ixLogWatch{}
 	tp := ixServe(t, tomlText, zerolog.New(io.MultiWriter(logs, watch)).Level(zerolog.DebugLevel))
 	tp.Logs = logs
 	return tp, watch
@@ -133,5 +127,5 @@ func ixStartProxy(t testing.TB, tomlText string) (*testProxy, *ixLogWatch) {
 // stops it when the test ends. tp.Logs is left nil.
 func ixServe(t testing.TB, tomlText string, log zerolog.Logger) *testProxy {
 	t.Helper()
-	return startProxyLogged(t, loadTestConfig(t, tomlText, nil), log)
+	return startProxyLogged(t, testkit.LoadConfig(t, tomlText, nil), log)
 }

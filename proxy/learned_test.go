@@ -34,14 +34,14 @@ func TestLearnedRedirectHostUnderDenyUnlisted(t *testing.T) {
 		map[string]*upstream{"mirror.test": mirror, "storage.test": storage}), nil)
 	c := proxyClient(t, tp, nil)
 	blobAt := "http://storage.test/b/sha256-1?sig=abc"
-	if resp, _ := fbGet(t, c, blobAt); resp.StatusCode != http.StatusForbidden || storage.hits.Load() != 0 {
+	if resp, _ := getURL(t, c, blobAt); resp.StatusCode != http.StatusForbidden || storage.hits.Load() != 0 {
 		t.Fatalf("storage before any redirect: %d (hits %d), want 403 and untouched", resp.StatusCode, storage.hits.Load())
 	}
-	resp, _ := fbGet(t, c, "http://mirror.test/v2/lib/x/blobs/sha256:1")
+	resp, _ := getURL(t, c, "http://mirror.test/v2/lib/x/blobs/sha256:1")
 	if resp.StatusCode != http.StatusTemporaryRedirect || resp.Header.Get("Location") != blobAt {
 		t.Fatalf("blob: %d Location %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
-	if resp, body := fbGet(t, c, blobAt); resp.StatusCode != 200 || body != "blob bytes" {
+	if resp, body := getURL(t, c, blobAt); resp.StatusCode != 200 || body != "blob bytes" {
 		t.Fatalf("storage after the redirect: %d %q, want it allowed", resp.StatusCode, body)
 	}
 	key := "docker:http://mirror.test@storage.test"
@@ -50,18 +50,18 @@ func TestLearnedRedirectHostUnderDenyUnlisted(t *testing.T) {
 	}
 	// Nine minutes later it is still known; a redirect now refreshes it.
 	tp.Clock.Advance(9 * time.Minute)
-	if resp, _ := fbGet(t, c, "http://mirror.test/v2/lib/x/blobs/sha256:1"); resp.StatusCode != http.StatusTemporaryRedirect ||
+	if resp, _ := getURL(t, c, "http://mirror.test/v2/lib/x/blobs/sha256:1"); resp.StatusCode != http.StatusTemporaryRedirect ||
 		resp.Header.Get("Location") != blobAt {
 		t.Fatalf("the refreshing redirect: %d Location %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
 	tp.Clock.Advance(9 * time.Minute)
-	if resp, _ := fbGet(t, c, blobAt); resp.StatusCode != 200 {
+	if resp, _ := getURL(t, c, blobAt); resp.StatusCode != 200 {
 		t.Fatalf("9 minutes after the last redirect: %d, want still allowed", resp.StatusCode)
 	}
 	// Ten minutes after the last redirect it is forgotten.
 	tp.Clock.Advance(time.Minute + time.Second)
 	hits := storage.hits.Load()
-	if resp, _ := fbGet(t, c, blobAt); resp.StatusCode != http.StatusForbidden || storage.hits.Load() != hits {
+	if resp, _ := getURL(t, c, blobAt); resp.StatusCode != http.StatusForbidden || storage.hits.Load() != hits {
 		t.Fatalf("after its time: %d, want 403 and untouched", resp.StatusCode)
 	}
 }
@@ -80,7 +80,7 @@ func TestLearnedHostIsNeverACandidate(t *testing.T) {
 	c := proxyClient(t, tp, nil)
 	// The redirect is what makes storage.test a learned host: without it,
 	// storage.test would be an unclassified host answered as it is too.
-	if resp, _ := fbGet(t, c, "http://hub.test/v2/x/blobs/sha256:1"); resp.StatusCode != http.StatusTemporaryRedirect ||
+	if resp, _ := getURL(t, c, "http://hub.test/v2/x/blobs/sha256:1"); resp.StatusCode != http.StatusTemporaryRedirect ||
 		resp.Header.Get("Location") != "http://storage.test/blob" {
 		t.Fatalf("hub: %d Location %q, want its own redirect", resp.StatusCode, resp.Header.Get("Location"))
 	}
@@ -88,16 +88,16 @@ func TestLearnedHostIsNeverACandidate(t *testing.T) {
 	if v := breakerViewOf(t, tp, learnedKey); v.Host != "storage.test" {
 		t.Fatalf("learned host's breaker: %+v, want host storage.test", v)
 	}
-	resp, body := fbGet(t, c, "http://storage.test/blob")
+	resp, body := getURL(t, c, "http://storage.test/blob")
 	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, "storage down") || resp.Header.Get("X-Nora-Upstream") != "" {
 		t.Fatalf("failing learned host: %d %q (served by %q), want its own 502", resp.StatusCode, body,
 			resp.Header.Get("X-Nora-Upstream"))
 	}
 	// The 502 counts against the learned host's own breaker, not the hub's.
-	if s := ixState(t, tp, learnedKey); s.FailureCount != 1 {
+	if s := breakerOf(t, tp, learnedKey); s.FailureCount != 1 {
 		t.Fatalf("learned host's breaker after its 502: %d failures, want 1", s.FailureCount)
 	}
-	if s := ixState(t, tp, hubKey); s.FailureCount != 0 {
+	if s := breakerOf(t, tp, hubKey); s.FailureCount != 0 {
 		t.Fatalf("hub's breaker after the learned host's 502: %d failures, want 0", s.FailureCount)
 	}
 	if second.hits.Load() != 0 {

@@ -38,7 +38,7 @@ func TestLogOneLinePerRequestWithoutSecrets(t *testing.T) {
 	if resp.StatusCode != 200 || body != "artifact" {
 		t.Fatalf("got %d %q", resp.StatusCode, body)
 	}
-	ixDo(t, proxyClient(t, tp, nil), "HEAD", up.URL+"/maven2/g/a.pom?X-Amz-Signature="+secrets[3], nil)
+	request(t, proxyClient(t, tp, nil), "HEAD", up.URL+"/maven2/g/a.pom?X-Amz-Signature="+secrets[3], nil)
 	text := logs.waitForN(t, `"message":"request"`, 2)
 	for _, s := range secrets {
 		if strings.Contains(text, s) {
@@ -76,12 +76,12 @@ func TestLogBreakerTransitions(t *testing.T) {
 	tp, logs := ixStartProxy(t, ixMaven(up.URL, true, ""))
 	c := proxyClient(t, tp, nil)
 	for i := 0; i < 3; i++ {
-		ixDo(t, c, "POST", up.URL+"/maven2/x", nil)
+		request(t, c, "POST", up.URL+"/maven2/x", nil)
 	}
-	resp, _ := ixDo(t, c, "POST", up.URL+"/maven2/x", nil)
+	resp, _ := request(t, c, "POST", up.URL+"/maven2/x", nil)
 	ixWant503(t, resp, ixKey(up.URL), "open", "10")
 	tp.Clock.Advance(10 * time.Second)
-	ixDo(t, c, "GET", up.URL+"/maven2/x", nil) // the probe succeeds
+	request(t, c, "GET", up.URL+"/maven2/x", nil) // the probe succeeds
 	text := logs.waitFor(t, `"to":"closed"`)
 	levels := map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
@@ -110,9 +110,9 @@ func TestLogNoSecretsOnFailurePaths(t *testing.T) {
 	secrets := []string{"s3cret-bearer-a1", "s3cret-cookie-b2", "s3cret-token-c3"}
 	hdr := http.Header{"Authorization": {"Bearer " + secrets[0]}, "Cookie": {"sid=" + secrets[1]}}
 	for i := 0; i < 4; i++ { // the last one is rejected by the open breaker
-		ixDo(t, c, "GET", dead+"/m2/a.jar?access_token="+secrets[2], hdr)
+		request(t, c, "GET", dead+"/m2/a.jar?access_token="+secrets[2], hdr)
 	}
-	ixDo(t, c, "POST", dead+"/m2/a.jar?token="+secrets[2], hdr)
+	request(t, c, "POST", dead+"/m2/a.jar?token="+secrets[2], hdr)
 	text := logs.waitForN(t, `"message":"request"`, 5)
 	for _, s := range secrets {
 		if strings.Contains(text, s) {

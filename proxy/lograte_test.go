@@ -5,10 +5,12 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 func TestLineLimiter(t *testing.T) {
-	clock := newFakeClock()
+	clock := testkit.NewClock()
 	l := newLineLimiter(clock.Now, time.Second, 3)
 	var got []bool
 	var reported []int64
@@ -35,7 +37,7 @@ func TestLineLimiter(t *testing.T) {
 }
 
 func TestLineLimiterConcurrent(t *testing.T) {
-	l := newLineLimiter(newFakeClock().Now, time.Hour, 10)
+	l := newLineLimiter(testkit.NewClock().Now, time.Hour, 10)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	through := 0

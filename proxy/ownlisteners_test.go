@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/nora-breaker/nora-breaker/breakerstate"
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // The admin API must not be reachable through the proxy: a request sent
@@ -46,7 +47,7 @@ allow_hosts = ["%s"]
 			_, proxyPort, _ := net.SplitHostPort(tp.URL.Host)
 			// The admin port is known only now: a CONNECT may name it once
 			// allow_hosts lists it with its port.
-			if restart, err := tp.Reload(loadTestConfig(t, text(append(allow, "127.0.0.1:"+adminPort)), nil)); err != nil || len(restart) != 0 {
+			if restart, err := tp.Reload(testkit.LoadConfig(t, text(append(allow, "127.0.0.1:"+adminPort)), nil)); err != nil || len(restart) != 0 {
 				t.Fatalf("reload: %v, needs restart %v", err, restart)
 			}
 			c := proxyClient(t, tp, nil)
@@ -57,18 +58,18 @@ allow_hosts = ["%s"]
 						{"GET", "/breakers"}, {"GET", "/metrics"}, {"POST", "/breakers/force?key=" + key + "&state=open"},
 					} {
 						url := "http://" + net.JoinHostPort(strings.Trim(host, "[]"), port) + call.path
-						resp, _ := ixDo(t, c, call.method, url, http.Header{"Authorization": {"Bearer s3cret"}})
+						resp, _ := request(t, c, call.method, url, http.Header{"Authorization": {"Bearer s3cret"}})
 						if resp.StatusCode != http.StatusForbidden {
 							t.Errorf("%s %s through the proxy: %d, want 403", call.method, url, resp.StatusCode)
 						}
 					}
 				}
 			}
-			if s := ixState(t, tp, key); s.State != breakerstate.Closed || s.Forced != "" {
+			if s := breakerOf(t, tp, key); s.State != breakerstate.Closed || s.Forced != "" {
 				t.Fatalf("the breaker was forced through the proxy: %+v", s)
 			}
 			// The upstream on the same loopback address still works.
-			if resp, _ := fbGet(t, c, npm.URL+"/left-pad"); resp.StatusCode != 200 {
+			if resp, _ := getURL(t, c, npm.URL+"/left-pad"); resp.StatusCode != 200 {
 				t.Fatalf("the upstream itself: %d", resp.StatusCode)
 			}
 			// CONNECT to the admin port is refused too, by the own-listener
@@ -88,11 +89,11 @@ func TestLoopbackOnlyWhereTheConfigurationNamesIt(t *testing.T) {
 	hidden := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "local service") })
 	tp := newTestProxy(t, ixMaven("http://repo.test", true, ""), nil)
 	c := proxyClient(t, tp, nil)
-	if resp, _ := fbGet(t, c, hidden.URL+"/internal"); resp.StatusCode != http.StatusForbidden || hidden.hits.Load() != 0 {
+	if resp, _ := getURL(t, c, hidden.URL+"/internal"); resp.StatusCode != http.StatusForbidden || hidden.hits.Load() != 0 {
 		t.Fatalf("unnamed loopback service: %d (hits %d), want 403 and untouched", resp.StatusCode, hidden.hits.Load())
 	}
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(hidden.URL, "http://"))
-	if resp, _ := fbGet(t, c, "http://localhost:"+port+"/internal"); resp.StatusCode != http.StatusForbidden || hidden.hits.Load() != 0 {
+	if resp, _ := getURL(t, c, "http://localhost:"+port+"/internal"); resp.StatusCode != http.StatusForbidden || hidden.hits.Load() != 0 {
 		t.Fatalf("by the name localhost: %d (hits %d), want 403 and untouched", resp.StatusCode, hidden.hits.Load())
 	}
 }

@@ -23,6 +23,8 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // The HTTP/2 rapid-reset test: clients that open a stream and reset it at
@@ -268,7 +270,7 @@ func rrRun(t *testing.T, h2 bool, d time.Duration) {
 	}
 	settle()
 	var base rrSample
-	pollUntil(t, 10*time.Second, func() bool { // let closed connections finish closing
+	testkit.PollUntil(t, 10*time.Second, func() bool { // let closed connections finish closing
 		s := rrNow(t)
 		stable := s == base
 		base = s
@@ -345,7 +347,7 @@ func rrRun(t *testing.T, h2 bool, d time.Duration) {
 		t.Errorf("%d warn lines during the attack, want at most %d", warned, limit)
 	}
 	var now rrSample
-	ok := pollUntilOK(20*time.Second, func() bool {
+	ok := testkit.Poll(20*time.Second, func() bool {
 		settle()
 		now = rrNow(t)
 		return now.goroutines <= base.goroutines+2 && now.fds <= base.fds
@@ -418,7 +420,7 @@ func TestAbandonedRequestsDialWithinBound(t *testing.T) {
 	}
 	written.Wait()
 	// Without a dial the bound below would hold trivially.
-	pollUntil(t, 10*time.Second, func() bool { return accepted.Load() >= 1 })
+	testkit.PollUntil(t, 10*time.Second, func() bool { return accepted.Load() >= 1 })
 	giveUp()
 	wg.Wait()
 	if n := accepted.Load(); n > bound {

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nora-breaker/nora-breaker/breakerstate"
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // TestReloadRacingLearnedHostsKeepsTheNewBreakers: redirect-learning
@@ -28,7 +29,7 @@ func TestReloadRacingLearnedHostsKeepsTheNewBreakers(t *testing.T) {
 		rounds   = 60
 		learners = 8
 	)
-	off := loadTestConfig(t, `
+	off := testkit.LoadConfig(t, `
 [circuit_breaker]
 enabled = false
 failure_threshold = 3
@@ -37,7 +38,7 @@ enable = "maven"
 [maven]
 proxies = ["http://repo.test/m2"]
 `, nil)
-	on := loadTestConfig(t, `
+	on := testkit.LoadConfig(t, `
 [circuit_breaker]
 enabled = true
 failure_threshold = 7
@@ -48,7 +49,7 @@ proxies = ["http://repo.test/m2", "http://mirror.test/m2"]
 [npm]
 proxies = ["http://npm.test"]
 `, nil)
-	clock := newFakeClock()
+	clock := testkit.NewClock()
 	p, err := New(off, Deps{Registry: prometheus.NewRegistry(), Logger: zerolog.Nop(), Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)

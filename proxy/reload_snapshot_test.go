@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nora-breaker/nora-breaker/config"
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // staleModeConfig is one maven upstream with a stale cache in dir under
@@ -50,25 +51,25 @@ func TestReloadStaleModeGivesOneConfigurationPerRequest(t *testing.T) {
 	tp := newTestProxy(t, staleModeConfig(base, dir, "share"), nil)
 	client := proxyClient(t, tp, nil)
 	alice := fbHeader("Authorization", "Bearer ALICE")
-	if resp, body := fbDo(t, client, "GET", base+"/secret-a", alice); resp.StatusCode != 200 || body != "secret of Bearer ALICE" {
+	if resp, body := request(t, client, "GET", base+"/secret-a", alice); resp.StatusCode != 200 || body != "secret of Bearer ALICE" {
 		t.Fatalf("Alice: %d %q", resp.StatusCode, body)
 	}
 	fbWaitStored(t, tp, "maven", base+"/secret-a", alice)
 	down.Store(true)
 	// Under "share" (one tenant) the copy is everybody's: this shows it is
 	// there to be served.
-	if resp, body := fbDo(t, client, "GET", base+"/secret-a", fbHeader("Authorization", "Bearer BOB")); resp.Header.Get("X-Nora-Stale") != "true" || body != "secret of Bearer ALICE" {
+	if resp, body := request(t, client, "GET", base+"/secret-a", fbHeader("Authorization", "Bearer BOB")); resp.Header.Get("X-Nora-Stale") != "true" || body != "secret of Bearer ALICE" {
 		t.Fatalf("under share, with the upstream down: %d %q", resp.StatusCode, body)
 	}
 
-	if _, err := tp.Reload(loadTestConfig(t, staleModeConfig(base, dir, "isolate"), nil)); err != nil {
+	if _, err := tp.Reload(testkit.LoadConfig(t, staleModeConfig(base, dir, "isolate"), nil)); err != nil {
 		t.Fatal(err)
 	}
 	for _, who := range []struct {
 		name string
 		hdr  http.Header
 	}{{"Bob", fbHeader("Authorization", "Bearer BOB")}, {"anonymous", nil}} {
-		resp, body := fbDo(t, client, "GET", base+"/secret-a", who.hdr)
+		resp, body := request(t, client, "GET", base+"/secret-a", who.hdr)
 		if strings.Contains(body, "ALICE") || resp.Header.Get("X-Nora-Stale") != "" {
 			t.Errorf("%s got Alice's copy after the reload: %d %q", who.name, resp.StatusCode, body)
 		}
@@ -90,14 +91,14 @@ func TestReloadResolveTakesEffect(t *testing.T) {
 	}
 	tp := newTestProxy(t, text(first.URL), nil)
 	client := proxyClient(t, tp, nil)
-	if _, body := fbGet(t, client, "http://repo.test:8081/m2/a.jar"); body != "first" {
+	if _, body := getURL(t, client, "http://repo.test:8081/m2/a.jar"); body != "first" {
 		t.Fatalf("before the reload: %q", body)
 	}
-	restart, err := tp.Reload(loadTestConfig(t, text(second.URL), nil))
+	restart, err := tp.Reload(testkit.LoadConfig(t, text(second.URL), nil))
 	if err != nil || len(restart) != 0 {
 		t.Fatalf("reload: %v, needs restart %v", err, restart)
 	}
-	if _, body := fbGet(t, client, "http://repo.test:8081/m2/a.jar"); body != "second" {
+	if _, body := getURL(t, client, "http://repo.test:8081/m2/a.jar"); body != "second" {
 		t.Fatalf("after the reload: %q, want the new resolve target", body)
 	}
 }
@@ -126,7 +127,7 @@ func TestReloadEverySidecarKeyIsAccountedFor(t *testing.T) {
 // TestReloadReportsEachRestartSetting changes each restart-only setting on
 // its own and checks that Reload names it.
 func TestReloadReportsEachRestartSetting(t *testing.T) {
-	base := loadTestConfig(t, biMavenChain(3, 10, "http://repo.test/m2"), nil)
+	base := testkit.LoadConfig(t, biMavenChain(3, 10, "http://repo.test/m2"), nil)
 	tp := startProxy(t, base)
 	changed := map[string]func(*config.Sidecar){
 		"listen":                 func(s *config.Sidecar) { s.Listen = "127.0.0.1:1" },

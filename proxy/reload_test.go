@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/nora-breaker/nora-breaker/breakerstate"
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // Reload: breakers of surviving keys keep their state and take
@@ -51,29 +52,29 @@ func TestReloadKeepsBreakerStateAndAppliesNewThresholds(t *testing.T) {
 	tp := newTestProxy(t, biMavenChain(3, 10, a, b), nil)
 	client := proxyClient(t, tp, nil)
 	put := func() *http.Response {
-		resp, _ := ixDo(t, client, "PUT", a+"/g/x.jar", nil)
+		resp, _ := request(t, client, "PUT", a+"/g/x.jar", nil)
 		return resp
 	}
 	for i := 0; i < 2; i++ {
 		put()
 	}
-	if s := ixState(t, tp, keyA); s.FailureCount != 2 || s.State != breakerstate.Closed {
+	if s := breakerOf(t, tp, keyA); s.FailureCount != 2 || s.State != breakerstate.Closed {
 		t.Fatalf("before reload: %+v", s)
 	}
 
 	reload := func(text string) {
 		t.Helper()
-		if restart, err := tp.Reload(loadTestConfig(t, text, nil)); err != nil || len(restart) != 0 {
+		if restart, err := tp.Reload(testkit.LoadConfig(t, text, nil)); err != nil || len(restart) != 0 {
 			t.Fatalf("reload asks for a restart of %v", restart)
 		}
 	}
 	// Threshold 3 → 5, reset 10 → 20; B leaves, C arrives.
 	reload(biMavenChain(5, 20, a, c))
-	s := ixState(t, tp, keyA)
+	s := breakerOf(t, tp, keyA)
 	if s.FailureCount != 2 || s.State != breakerstate.Closed || s.Threshold != 5 || s.ResetTimeout != 20*time.Second {
 		t.Fatalf("after reload the surviving breaker is %+v, want count 2, closed, threshold 5, reset 20s", s)
 	}
-	if s := ixState(t, tp, keyC); s.State != breakerstate.Closed || s.FailureCount != 0 {
+	if s := breakerOf(t, tp, keyC); s.State != breakerstate.Closed || s.FailureCount != 0 {
 		t.Fatalf("new key: %+v", s)
 	}
 	for _, snap := range tp.Breakers().Snapshot() {
@@ -84,7 +85,7 @@ func TestReloadKeepsBreakerStateAndAppliesNewThresholds(t *testing.T) {
 	// The old threshold (3) would open now; the new one (5) needs two more.
 	put()
 	put()
-	if s := ixState(t, tp, keyA); s.State != breakerstate.Closed || s.FailureCount != 4 {
+	if s := breakerOf(t, tp, keyA); s.State != breakerstate.Closed || s.FailureCount != 4 {
 		t.Fatalf("after 4 failures under threshold 5: %+v", s)
 	}
 	put()
@@ -92,7 +93,7 @@ func TestReloadKeepsBreakerStateAndAppliesNewThresholds(t *testing.T) {
 
 	// An open breaker stays open through a reload and takes the new reset.
 	reload(biMavenChain(5, 30, a, c))
-	if s := ixState(t, tp, keyA); s.State != breakerstate.Open {
+	if s := breakerOf(t, tp, keyA); s.State != breakerstate.Open {
 		t.Fatalf("reload closed an open breaker: %+v", s)
 	}
 	ixWant503(t, put(), keyA, "open", "30")
@@ -137,7 +138,7 @@ func TestReloadDropsNoConnection(t *testing.T) {
 		done <- result{status: resp.StatusCode, body: string(b), err: err}
 	}()
 	<-arrived
-	if _, err := tp.Reload(loadTestConfig(t, biMavenChain(9, 60, up.URL+"/m2"), nil)); err != nil {
+	if _, err := tp.Reload(testkit.LoadConfig(t, biMavenChain(9, 60, up.URL+"/m2"), nil)); err != nil {
 		t.Fatal(err)
 	}
 	close(release)
@@ -159,7 +160,7 @@ func TestReloadDropsNoConnection(t *testing.T) {
 	if resp.StatusCode != 200 || !reused {
 		t.Fatalf("after the reload: %d, connection reused %v", resp.StatusCode, reused)
 	}
-	if s := ixState(t, tp, "maven:"+up.URL+"/m2"); s.Threshold != 9 {
+	if s := breakerOf(t, tp, "maven:"+up.URL+"/m2"); s.Threshold != 9 {
 		t.Fatalf("threshold %d after reload, want 9", s.Threshold)
 	}
 }
@@ -172,7 +173,7 @@ func TestReloadAppliesMaxUpstreamConnsPerHost(t *testing.T) {
 	if got := tp.state.Load().transport.MaxConnsPerHost; got != 256 {
 		t.Fatalf("MaxConnsPerHost %d at start, want the default 256", got)
 	}
-	restart, err := tp.Reload(loadTestConfig(t, "[sidecar]\nmax_upstream_conns_per_host = 8\n", nil))
+	restart, err := tp.Reload(testkit.LoadConfig(t, "[sidecar]\nmax_upstream_conns_per_host = 8\n", nil))
 	if err != nil || len(restart) != 0 {
 		t.Fatalf("reload: needs restart %q, %v", restart, err)
 	}

@@ -53,7 +53,7 @@ func TestSecurityDotSegmentsNeverReachTheCandidate(t *testing.T) {
 		if a.hits.Load() != 0 || b.hits.Load() != 0 {
 			t.Fatalf("a climbing path reached an upstream (A %d, B %d)", a.hits.Load(), b.hits.Load())
 		}
-		resp, body := fbGet(t, proxyClient(t, tp, nil), a.URL+"/maven2/g/x/../a.jar")
+		resp, body := getURL(t, proxyClient(t, tp, nil), a.URL+"/maven2/g/x/../a.jar")
 		if resp.StatusCode != 200 || body != "B" || seen.Load() != "/repo/g/a.jar" {
 			t.Fatalf("dots inside the base: %d %q, B saw %q, want /repo/g/a.jar", resp.StatusCode, body, seen.Load())
 		}
@@ -113,16 +113,16 @@ func TestSecurityCredentialHeadersStayWithTheAddressedUpstream(t *testing.T) {
 	c := proxyClient(t, tp, nil)
 	url := a.URL + "/maven2/g/private.jar"
 	token := fbHeader("Private-Token", "glpat-secret", "X-Api-Key", "k", "Job-Token", "j", "X-Registry-Secret", "s")
-	if resp, body := fbDo(t, c, "GET", url, token); resp.StatusCode != 200 || body != "private to glpat-secret" {
+	if resp, body := request(t, c, "GET", url, token); resp.StatusCode != 200 || body != "private to glpat-secret" {
 		t.Fatalf("priming: %d %q", resp.StatusCode, body)
 	}
 	fbWaitStored(t, tp, "maven", url, token)
 	down.Store(true)
-	resp, body := fbGet(t, c, url) // no credentials at all
+	resp, body := getURL(t, c, url) // no credentials at all
 	if resp.Header.Get("X-Nora-Stale") != "" || strings.Contains(body, "glpat") {
 		t.Fatalf("a client without the token got the private copy: %d %q", resp.StatusCode, body)
 	}
-	if resp, body := fbDo(t, c, "GET", url, token); resp.Header.Get("X-Nora-Stale") != "true" || body != "private to glpat-secret" {
+	if resp, body := request(t, c, "GET", url, token); resp.Header.Get("X-Nora-Stale") != "true" || body != "private to glpat-secret" {
 		t.Fatalf("the token's owner: %d %q, want its stale copy", resp.StatusCode, body)
 	}
 	close(leaked)
@@ -144,7 +144,7 @@ func TestSecuritySetCookieFromACandidateIsDropped(t *testing.T) {
 		io.WriteString(w, "jar")
 	})
 	tp := newTestProxy(t, twoMavenWithCreds(a.URL, b.URL, ""), nil)
-	resp, body := fbGet(t, proxyClient(t, tp, nil), a.URL+"/maven2/g/a.jar")
+	resp, body := getURL(t, proxyClient(t, tp, nil), a.URL+"/maven2/g/a.jar")
 	if resp.StatusCode != 200 || body != "jar" {
 		t.Fatalf("fallback: %d %q", resp.StatusCode, body)
 	}

@@ -40,7 +40,7 @@ func TestSecurityDestinationPolicy(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := ixMaven("http://sneaky.example", true, "[sidecar]\n"+tc.sidecar+"\n")
 			tp, logs := ixStartProxy(t, cfg)
-			resp, body := ixDo(t, proxyClient(t, tp, nil), "GET", tc.url, nil)
+			resp, body := request(t, proxyClient(t, tp, nil), "GET", tc.url, nil)
 			if resp.StatusCode != tc.want {
 				t.Fatalf("got %d %q, want %d", resp.StatusCode, body, tc.want)
 			}
@@ -167,7 +167,7 @@ enable = "maven"
 proxies = ["%s/m2", { url = "%s/m2", auth = "buser:bpass" }]
 `, a.URL, b.URL)
 	tp := newTestProxy(t, cfg, nil)
-	resp, body := ixDo(t, proxyClient(t, tp, nil), "GET", a.URL+"/m2/g/a.jar",
+	resp, body := request(t, proxyClient(t, tp, nil), "GET", a.URL+"/m2/g/a.jar",
 		http.Header{"Authorization": {secret}, "Cookie": {"session=s3cret-cookie"}})
 	select {
 	case l := <-leak:
@@ -191,7 +191,7 @@ func TestSecurityRefusedDestinationIsNotAnUpstreamFailure(t *testing.T) {
 	tp, _ := ixStartProxy(t, cfg)
 	c := proxyClient(t, tp, nil)
 	for i := 0; i < 6; i++ { // twice the threshold of 3
-		resp, body := ixDo(t, c, "GET", "http://sneaky.example/maven2/x", nil)
+		resp, body := request(t, c, "GET", "http://sneaky.example/maven2/x", nil)
 		if resp.StatusCode != http.StatusForbidden {
 			t.Fatalf("request %d: %d %q, want 403", i, resp.StatusCode, body)
 		}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // TestServeUsesStartSettingsAfterAnEarlyReload: idle_timeout and
@@ -21,9 +23,9 @@ import (
 // values the proxy was built with, like everything else p.fixed holds.
 func TestServeUsesStartSettingsAfterAnEarlyReload(t *testing.T) {
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
-	start := loadTestConfig(t, ixMaven(up.URL, true, "[sidecar]\nmax_connections = 1\nidle_timeout = \"2s\"\n"), nil)
-	later := loadTestConfig(t, ixMaven(up.URL, true, "[sidecar]\nmax_connections = 3\nidle_timeout = \"1h\"\n"), nil)
-	p, err := New(start, Deps{Registry: prometheus.NewRegistry(), Logger: zerolog.Nop(), Now: newFakeClock().Now})
+	start := testkit.LoadConfig(t, ixMaven(up.URL, true, "[sidecar]\nmax_connections = 1\nidle_timeout = \"2s\"\n"), nil)
+	later := testkit.LoadConfig(t, ixMaven(up.URL, true, "[sidecar]\nmax_connections = 3\nidle_timeout = \"1h\"\n"), nil)
+	p, err := New(start, Deps{Registry: prometheus.NewRegistry(), Logger: zerolog.Nop(), Now: testkit.NewClock().Now})
 	if err != nil {
 		t.Fatal(err)
 	}

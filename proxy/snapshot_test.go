@@ -1,9 +1,13 @@
 package proxy
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
+)
 
 func TestSnapshotAllowListsAndConnectPorts(t *testing.T) {
-	cfg := loadTestConfig(t, `
+	cfg := testkit.LoadConfig(t, `
 [registries]
 enable = "maven"
 [maven]

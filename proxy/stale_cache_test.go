@@ -73,13 +73,13 @@ func TestStaleServedWhenUpstreamDown(t *testing.T) {
 			tp := newTestProxy(t, staleConfig(o.URL, t.TempDir(), ""), nil)
 			c := proxyClient(t, tp, nil)
 			url := o.URL + "/maven2/g/a/1/a-1.jar"
-			if resp, body := fbGet(t, c, url); resp.StatusCode != 200 || resp.Header.Get("X-Nora-Stale") != "" {
+			if resp, body := getURL(t, c, url); resp.StatusCode != 200 || resp.Header.Get("X-Nora-Stale") != "" {
 				t.Fatalf("warm-up: %d %q %v", resp.StatusCode, body, resp.Header)
 			}
 			fbWaitStored(t, tp, "maven", url, nil)
 			tc.down(t, o, tp)
 			tp.Clock.Advance(42 * time.Second)
-			resp, body := fbGet(t, c, url)
+			resp, body := getURL(t, c, url)
 			if resp.StatusCode != 200 || body != jarBody("/maven2/g/a/1/a-1.jar") ||
 				resp.Header.Get("X-Nora-Stale") != "true" || resp.Header.Get("Age") != "42" ||
 				resp.Header.Get("X-Origin") != "yes" || resp.ContentLength != int64(len(body)) {
@@ -95,10 +95,10 @@ func TestStaleNeverReplacesUpstream404(t *testing.T) {
 	tp := newTestProxy(t, staleConfig(o.URL, t.TempDir(), ""), nil)
 	c := proxyClient(t, tp, nil)
 	url := o.URL + "/maven2/g/a/1/a-1.jar"
-	fbGet(t, c, url)
+	getURL(t, c, url)
 	fbWaitStored(t, tp, "maven", url, nil)
 	o.status.Store(404)
-	resp, body := fbGet(t, c, url)
+	resp, body := getURL(t, c, url)
 	if resp.StatusCode != 404 || resp.Header.Get("X-Nora-Stale") != "" || !strings.Contains(body, "origin says 404") {
 		t.Fatalf("got %d %q %v", resp.StatusCode, body, resp.Header)
 	}
@@ -113,7 +113,7 @@ func TestStaleIsolatedByCredential(t *testing.T) {
 	url := o.URL + "/maven2/private/a/1/a-1.jar"
 	alice := fbHeader("Authorization", "Basic YWxpY2U6cHc=")
 	bob := fbHeader("Authorization", "Basic Ym9iOnB3")
-	if resp, _ := fbDo(t, c, http.MethodGet, url, alice); resp.StatusCode != 200 {
+	if resp, _ := request(t, c, http.MethodGet, url, alice); resp.StatusCode != 200 {
 		t.Fatalf("warm-up %d", resp.StatusCode)
 	}
 	fbWaitStored(t, tp, "maven", url, alice)
@@ -128,7 +128,7 @@ func TestStaleIsolatedByCredential(t *testing.T) {
 		{"no credential", nil, false},
 		{"same credential", alice, true},
 	} {
-		resp, body := fbDo(t, c, http.MethodGet, url, tc.hdr)
+		resp, body := request(t, c, http.MethodGet, url, tc.hdr)
 		gotStale := resp.Header.Get("X-Nora-Stale") == "true"
 		if gotStale != tc.wantStale {
 			t.Fatalf("%s: stale=%v, want %v (%d %q)", tc.name, gotStale, tc.wantStale, resp.StatusCode, body)
@@ -170,7 +170,7 @@ func TestStaleInterruptedBodyNotStored(t *testing.T) {
 		t.Fatalf("client got a clean end after %d of 1000 bytes: a truncated body must not look complete", len(body))
 	}
 	broken.Store(false)
-	resp2, _ := fbGet(t, c, url)
+	resp2, _ := getURL(t, c, url)
 	if resp2.StatusCode != 500 || resp2.Header.Get("X-Nora-Stale") != "" {
 		t.Fatalf("after interrupted body: %d %v", resp2.StatusCode, resp2.Header)
 	}
@@ -193,7 +193,7 @@ func TestStaleCacheStaysUnderMaxBytes(t *testing.T) {
 	c := proxyClient(t, tp, nil)
 	url := func(i int) string { return fmt.Sprintf("%s/maven2/g/a/%d/a-%d.jar", o.URL, i, i) }
 	for i := range 6 {
-		fbGet(t, c, url(i))
+		getURL(t, c, url(i))
 		fbWaitStored(t, tp, "maven", url(i), nil)
 		if bytes, objects := tp.stale.Stats(); bytes > 3000 || objects > 3 {
 			t.Fatalf("after %d objects: %d bytes in %d entries", i+1, bytes, objects)
@@ -201,7 +201,7 @@ func TestStaleCacheStaysUnderMaxBytes(t *testing.T) {
 	}
 	o.status.Store(500)
 	for i := range 6 {
-		resp, _ := fbGet(t, c, url(i))
+		resp, _ := getURL(t, c, url(i))
 		wantStale := i >= 3
 		if got := resp.Header.Get("X-Nora-Stale") == "true"; got != wantStale {
 			t.Errorf("object %d: stale=%v, want %v (status %d)", i, got, wantStale, resp.StatusCode)
@@ -216,12 +216,12 @@ func TestStaleSurvivesRestart(t *testing.T) {
 	cfg := staleConfig(o.URL, t.TempDir(), "")
 	first := newTestProxy(t, cfg, nil)
 	url := o.URL + "/maven2/g/a/1/a-1.jar"
-	fbGet(t, proxyClient(t, first, nil), url)
+	getURL(t, proxyClient(t, first, nil), url)
 	fbWaitStored(t, first, "maven", url, nil)
 
 	o.status.Store(500)
 	second := newTestProxy(t, cfg, nil)
-	resp, body := fbGet(t, proxyClient(t, second, nil), url)
+	resp, body := getURL(t, proxyClient(t, second, nil), url)
 	if resp.StatusCode != 200 || resp.Header.Get("X-Nora-Stale") != "true" || body != jarBody("/maven2/g/a/1/a-1.jar") {
 		t.Fatalf("after restart: %d %q %v", resp.StatusCode, body, resp.Header)
 	}

@@ -26,13 +26,13 @@ stale_dir = %q
 `, a.URL, b.URL, dir), nil)
 	c := proxyClient(t, tp, nil)
 	url := a.URL + "/maven2/g/a/1/a-1.jar"
-	resp, body := fbGet(t, c, url)
+	resp, body := getURL(t, c, url)
 	if resp.StatusCode != 200 || body != "mirror jar bytes of /maven2/g/a/1/a-1.jar" {
 		t.Fatalf("first: %d %q", resp.StatusCode, body)
 	}
 	fbWaitStored(t, tp, "maven", url, nil)
 	b.status.Store(500)
-	resp, body = fbGet(t, c, url)
+	resp, body = getURL(t, c, url)
 	if resp.StatusCode != 200 || resp.Header.Get("X-Nora-Stale") != "true" || body != "mirror jar bytes of /maven2/g/a/1/a-1.jar" {
 		t.Fatalf("with both down: %d stale=%q %q", resp.StatusCode, resp.Header.Get("X-Nora-Stale"), body)
 	}

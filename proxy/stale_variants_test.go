@@ -43,12 +43,12 @@ func TestStaleNegativeAnswerServedDuringOutage(t *testing.T) {
 		io.WriteString(w, "Release file")
 	})
 	url := e.base + "/dists/stable/InRelease"
-	if resp, _ := fbGet(t, e.c, url); resp.StatusCode != http.StatusNotFound {
+	if resp, _ := getURL(t, e.c, url); resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("healthy: %d", resp.StatusCode)
 	}
 	fbWaitStored(t, e.tp, "maven", url, nil)
 	e.down.Store(true)
-	resp, _ := fbGet(t, e.c, url)
+	resp, _ := getURL(t, e.c, url)
 	if resp.StatusCode != http.StatusNotFound || resp.Header.Get("X-Nora-Stale") != "true" || resp.Header.Get("X-Repo") != "local" {
 		t.Fatalf("InRelease during the outage: %d %v, want its stale 404", resp.StatusCode, resp.Header)
 	}
@@ -66,16 +66,16 @@ func TestStaleGzipCopyNeverReachesAClientThatDidNotAskForIt(t *testing.T) {
 	})
 	url := e.base + "/g/a/1/a-1.pom"
 	gz := fbHeader("Accept-Encoding", "gzip")
-	if resp, _ := fbDo(t, e.c, "GET", url, gz); resp.Header.Get("Content-Encoding") != "gzip" {
+	if resp, _ := request(t, e.c, "GET", url, gz); resp.Header.Get("Content-Encoding") != "gzip" {
 		t.Fatalf("priming: %v", resp.Header)
 	}
 	fbWaitStored(t, e.tp, "maven", url, gz)
 	e.down.Store(true)
-	resp, body := fbDo(t, e.c, "GET", url, fbHeader("Accept-Encoding", "identity"))
+	resp, body := request(t, e.c, "GET", url, fbHeader("Accept-Encoding", "identity"))
 	if resp.Header.Get("Content-Encoding") == "gzip" || resp.Header.Get("X-Nora-Stale") != "" {
 		t.Fatalf("identity client got the gzip copy: %d %v %q", resp.StatusCode, resp.Header, body)
 	}
-	if resp, _ := fbDo(t, e.c, "GET", url, gz); resp.Header.Get("X-Nora-Stale") != "true" || resp.Header.Get("Content-Encoding") != "gzip" {
+	if resp, _ := request(t, e.c, "GET", url, gz); resp.Header.Get("X-Nora-Stale") != "true" || resp.Header.Get("Content-Encoding") != "gzip" {
 		t.Fatalf("gzip client: %d %v, want the stale gzip copy", resp.StatusCode, resp.Header)
 	}
 }

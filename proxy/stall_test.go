@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // stallIdle is the idle_timeout of these tests: short, so a stalled write
@@ -121,7 +123,7 @@ func TestStalledWriteEndsTheConnection(t *testing.T) {
 	// try is a full exchange; the bound leaves a loaded machine plenty of
 	// time to fill the socket buffers and notice the stall.
 	var freed time.Duration
-	pollUntil(t, 20*stallIdle+5*time.Second, func() bool {
+	testkit.PollUntil(t, 20*stallIdle+5*time.Second, func() bool {
 		resp := rawExchange(t, tp, stallGet(up, "/ok"))
 		if resp != nil && resp.StatusCode == http.StatusOK {
 			freed = time.Since(start)
@@ -158,7 +160,7 @@ func TestSlowReaderIsNotCut(t *testing.T) {
 	// buffering the whole body would be written at once, and nothing would
 	// wait).
 	wt := &writeTimer{}
-	tp := startProxyWrapped(t, loadTestConfig(t, stallConfig(up), nil), zerolog.Nop(),
+	tp := startProxyWrapped(t, testkit.LoadConfig(t, stallConfig(up), nil), zerolog.Nop(),
 		func(ln net.Listener) net.Listener { wt.Listener = ln; return wt })
 	const size = 512 << 10
 	conn, err := smallReadDialer().Dial("tcp", tp.URL.Host)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // statusPageConfig: maven dead then a (healthy, its fallback), npm on a,
@@ -61,10 +63,10 @@ func TestStatusPageShowsEveryState(t *testing.T) {
 	maven, deadKey := "maven:"+up.URL+"/m2", "maven:"+dead+"/m2"
 	npm, pypi := "npm:"+up.URL+"/npm", "pypi:"+hang.URL+"/simple"
 
-	ixDo(t, c, "GET", up.URL+"/m2/a.pom", nil) // forwarded
+	request(t, c, "GET", up.URL+"/m2/a.pom", nil) // forwarded
 	ixAdmin(t, tp, "POST", "/breakers/force?key="+npm+"&state=open", "")
 	for range 2 {
-		ixDo(t, c, "GET", hang.URL+"/simple/x/", nil)
+		request(t, c, "GET", hang.URL+"/simple/x/", nil)
 	}
 	tp.Clock.Advance(10 * time.Second)
 	// pypi's probe hangs: its breaker stays half-open while the page is read.
@@ -72,11 +74,11 @@ func TestStatusPageShowsEveryState(t *testing.T) {
 	go func() { _, _ = c.Get(hang.URL + "/simple/x/") }()
 	<-arrived
 	for range 2 {
-		ixDo(t, c, "GET", dead+"/m2/a.pom", nil) // fails, then served by a: two fallbacks
+		request(t, c, "GET", dead+"/m2/a.pom", nil) // fails, then served by a: two fallbacks
 	}
 	tp.Clock.Advance(3 * time.Second) // the page is read 3 s after the maven breaker opened
 	// A request is counted just after its client has the answer.
-	pollUntil(t, 5*time.Second, func() bool { return requestsOfFormat(t, tp.Registry, "maven") == 3 })
+	testkit.PollUntil(t, 5*time.Second, func() bool { return requestsOfFormat(t, tp.Registry, "maven") == 3 })
 
 	resp, page := ixAdmin(t, tp, "GET", "/", "")
 	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") ||

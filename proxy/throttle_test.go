@@ -67,7 +67,7 @@ func TestThrottledHostIsLeftAloneUntilItsTimeIsUp(t *testing.T) {
 			c := proxyClient(t, tp, nil)
 			url := a.up.URL + "/m2/g/a/1/a-1.jar"
 			for i := range 4 {
-				resp, body := fbGet(t, c, url)
+				resp, body := getURL(t, c, url)
 				if resp.StatusCode != 200 || body != "from B" || resp.Header.Get("X-Nora-Upstream") != keys[1] {
 					t.Fatalf("GET %d: %d %q from %q, want B's answer", i, resp.StatusCode, body, resp.Header.Get("X-Nora-Upstream"))
 				}
@@ -75,7 +75,7 @@ func TestThrottledHostIsLeftAloneUntilItsTimeIsUp(t *testing.T) {
 			if n := a.up.hits.Load(); n != 1 {
 				t.Fatalf("the throttled host saw %d requests, want only the one that met the 429", n)
 			}
-			if s := ixState(t, tp, keys[0]); s.FailureCount != 0 || s.State.String() != "closed" {
+			if s := breakerOf(t, tp, keys[0]); s.FailureCount != 0 || s.State.String() != "closed" {
 				t.Fatalf("a 429 counted against the upstream: %+v", s)
 			}
 			v := breakerViewOf(t, tp, keys[0])
@@ -90,7 +90,7 @@ func TestThrottledHostIsLeftAloneUntilItsTimeIsUp(t *testing.T) {
 				}
 			}
 			tp.Clock.Advance(tc.wait - time.Second)
-			if resp, body := fbGet(t, c, url); resp.StatusCode != 200 || body != "from B" || resp.Header.Get("X-Nora-Upstream") != keys[1] {
+			if resp, body := getURL(t, c, url); resp.StatusCode != 200 || body != "from B" || resp.Header.Get("X-Nora-Upstream") != keys[1] {
 				t.Fatalf("with a second still to wait: %d %q from %q, want B's answer", resp.StatusCode, body,
 					resp.Header.Get("X-Nora-Upstream"))
 			}
@@ -99,7 +99,7 @@ func TestThrottledHostIsLeftAloneUntilItsTimeIsUp(t *testing.T) {
 			}
 			tp.Clock.Advance(time.Second)
 			a.released.Store(true)
-			if resp, body := fbGet(t, c, url); resp.StatusCode != 200 || body != "from the limited one" {
+			if resp, body := getURL(t, c, url); resp.StatusCode != 200 || body != "from the limited one" {
 				t.Fatalf("once the time is up: %d %q, want the host asked again", resp.StatusCode, body)
 			}
 		})
@@ -131,17 +131,17 @@ proxy = %q
 stale_dir = %q
 `, up.URL, filepath.Join(t.TempDir(), "stale")))
 	c := proxyClient(t, tp, nil)
-	if resp, _ := fbGet(t, c, up.URL+"/left-pad"); resp.StatusCode != 200 {
+	if resp, _ := getURL(t, c, up.URL+"/left-pad"); resp.StatusCode != 200 {
 		t.Fatalf("priming: %d", resp.StatusCode)
 	}
 	fbWaitStored(t, tp, "npm", up.URL+"/left-pad", nil)
 	limited.Store(true)
-	resp, body := fbGet(t, c, up.URL+"/left-pad")
+	resp, body := getURL(t, c, up.URL+"/left-pad")
 	if resp.StatusCode != 200 || resp.Header.Get("X-Nora-Stale") != "true" || body != `{"name":"left-pad"}` {
 		t.Fatalf("stored packument while throttled: %d %q %v", resp.StatusCode, body, resp.Header)
 	}
 	tp.Clock.Advance(12 * time.Second)
-	resp, body = fbGet(t, c, up.URL+"/never-fetched")
+	resp, body = getURL(t, c, up.URL+"/never-fetched")
 	var npmErr struct{ Error string }
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "18" ||
 		json.Unmarshal([]byte(body), &npmErr) != nil || !strings.Contains(npmErr.Error, "rate limiting") {
@@ -149,14 +149,14 @@ stale_dir = %q
 			resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
 	hits := up.hits.Load()
-	if resp, body := ixDo(t, c, "PUT", up.URL+"/left-pad", nil); resp.StatusCode != http.StatusTooManyRequests || body != "registry says slow down" {
+	if resp, body := request(t, c, "PUT", up.URL+"/left-pad", nil); resp.StatusCode != http.StatusTooManyRequests || body != "registry says slow down" {
 		t.Fatalf("PUT: %d %q, want the upstream's own 429", resp.StatusCode, body)
 	}
 	if up.hits.Load() != hits+1 {
 		t.Fatal("the PUT did not reach the upstream")
 	}
 	logs.waitFor(t, `"result":"`+string(answer.Throttled)+`"`)
-	if s := ixState(t, tp, "npm:"+up.URL); s.FailureCount != 0 {
+	if s := breakerOf(t, tp, "npm:"+up.URL); s.FailureCount != 0 {
 		t.Fatalf("429s counted as failures: %d", s.FailureCount)
 	}
 }

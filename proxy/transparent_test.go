@@ -55,7 +55,7 @@ func TestTransparentHealthyUpstreamInvisible(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.method+tc.path, func(t *testing.T) {
 			before := up.hits.Load()
-			resp, body := ixDo(t, c, tc.method, up.URL+tc.path, http.Header{"Accept-Encoding": {"gzip"}})
+			resp, body := request(t, c, tc.method, up.URL+tc.path, http.Header{"Accept-Encoding": {"gzip"}})
 			if resp.StatusCode != tc.status || body != tc.body {
 				t.Fatalf("got %d %q, want %d %q", resp.StatusCode, body, tc.status, tc.body)
 			}
@@ -73,7 +73,7 @@ func TestTransparentHealthyUpstreamInvisible(t *testing.T) {
 		})
 	}
 	// 4xx answers are alive, not failures: the breaker stays clean.
-	if s := ixState(t, tp, ixKey(up.URL)); s.State != breakerstate.Closed || s.FailureCount != 0 {
+	if s := breakerOf(t, tp, ixKey(up.URL)); s.State != breakerstate.Closed || s.FailureCount != 0 {
 		t.Fatalf("breaker after healthy traffic: %+v", s)
 	}
 }
@@ -145,17 +145,17 @@ func TestTransparentBreakerLifecycle(t *testing.T) {
 	key, target := ixKey(up.URL), up.URL+"/maven2/a.jar"
 
 	for i := 0; i < 3; i++ { // POST: never failed over, the 5xx is the answer
-		if resp, _ := ixDo(t, c, "POST", target, nil); resp.StatusCode != 500 {
+		if resp, _ := request(t, c, "POST", target, nil); resp.StatusCode != 500 {
 			t.Fatalf("POST %d: %d, want the upstream's 500", i, resp.StatusCode)
 		}
 	}
-	resp, body := ixDo(t, c, "POST", target, nil)
+	resp, body := request(t, c, "POST", target, nil)
 	ixWant503(t, resp, key, "open", "10")
 	if !strings.Contains(body, key) || up.hits.Load() != 3 {
 		t.Fatalf("body %q, hits %d", body, up.hits.Load())
 	}
 	tp.Clock.Advance(3500 * time.Millisecond)
-	resp, _ = ixDo(t, c, "GET", target, nil)
+	resp, _ = request(t, c, "GET", target, nil)
 	ixWant503(t, resp, key, "open", "7") // 6.5 s left, rounded up
 
 	// Probe due: 20 concurrent requests, exactly one reaches the upstream.
@@ -168,21 +168,21 @@ func TestTransparentBreakerLifecycle(t *testing.T) {
 	if up.hits.Load() != 4 || codes[200] != 1 || codes[503] != 19 {
 		t.Fatalf("hits %d, codes %v: want exactly one probe", up.hits.Load(), codes)
 	}
-	if s := ixState(t, tp, key); s.State != breakerstate.Closed || s.FailureCount != 0 {
+	if s := breakerOf(t, tp, key); s.State != breakerstate.Closed || s.FailureCount != 0 {
 		t.Fatalf("after successful probe: %+v", s)
 	}
 
 	// Open again, then a failed probe re-opens it.
 	status.Store(http.StatusBadGateway)
 	for i := 0; i < 3; i++ {
-		ixDo(t, c, "POST", target, nil)
+		request(t, c, "POST", target, nil)
 	}
 	tp.Clock.Advance(10 * time.Second)
-	if resp, _ := ixDo(t, c, "GET", target, nil); resp.StatusCode != http.StatusBadGateway {
+	if resp, _ := request(t, c, "GET", target, nil); resp.StatusCode != http.StatusBadGateway {
 		t.Fatalf("failed probe answered %d, want the upstream's 502", resp.StatusCode)
 	}
 	hits := up.hits.Load()
-	resp, _ = ixDo(t, c, "GET", target, nil)
+	resp, _ = request(t, c, "GET", target, nil)
 	ixWant503(t, resp, key, "open", "10")
 	if up.hits.Load() != hits {
 		t.Fatal("rejected request reached the upstream")
@@ -239,12 +239,12 @@ func TestTransparentDialFailuresOpenBreaker(t *testing.T) {
 	tp := newTestProxy(t, ixMaven(base, true, ""), nil)
 	c := proxyClient(t, tp, nil)
 	for i := 0; i < 3; i++ {
-		resp, body := ixDo(t, c, "GET", base+"/maven2/a.pom", nil)
+		resp, body := request(t, c, "GET", base+"/maven2/a.pom", nil)
 		if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, ixKey(base)) {
 			t.Fatalf("attempt %d: %d %q, want 502 naming the key", i, resp.StatusCode, body)
 		}
 	}
-	resp, _ := ixDo(t, c, "GET", base+"/maven2/a.pom", nil)
+	resp, _ := request(t, c, "GET", base+"/maven2/a.pom", nil)
 	ixWant503(t, resp, ixKey(base), "open", "10")
 }
 
@@ -270,10 +270,10 @@ func TestTransparentShortBodyIsFailure(t *testing.T) {
 			t.Fatalf("short body read without error: %q", b)
 		}
 	}
-	if s := ixState(t, tp, ixKey(up.URL)); s.State != breakerstate.Open {
+	if s := breakerOf(t, tp, ixKey(up.URL)); s.State != breakerstate.Open {
 		t.Fatalf("short body did not count as a failure: %+v\n%s", s, tp.Logs.String())
 	}
-	resp2, _ := ixDo(t, c, "GET", up.URL+"/maven2/a.jar", nil)
+	resp2, _ := request(t, c, "GET", up.URL+"/maven2/a.jar", nil)
 	ixWant503(t, resp2, ixKey(up.URL), "open", "10")
 }
 
@@ -286,11 +286,11 @@ func TestTransparentHeaderTimeout(t *testing.T) {
 		<-r.Context().Done()
 	})
 	tp := newTestProxy(t, ixMaven(up.URL, true, ""), nil)
-	resp, body := ixDo(t, proxyClient(t, tp, nil), "POST", up.URL+"/maven2/deploy", nil)
+	resp, body := request(t, proxyClient(t, tp, nil), "POST", up.URL+"/maven2/deploy", nil)
 	if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(body, ixKey(up.URL)) {
 		t.Fatalf("got %d %q, want 504 naming %s", resp.StatusCode, body, ixKey(up.URL))
 	}
-	if s := ixState(t, tp, ixKey(up.URL)); s.FailureCount != 1 {
+	if s := breakerOf(t, tp, ixKey(up.URL)); s.FailureCount != 1 {
 		t.Fatalf("timeout not counted: %+v", s)
 	}
 }
@@ -304,7 +304,7 @@ func TestTransparentDisabledBreakerNeverRejects(t *testing.T) {
 	tp := newTestProxy(t, ixMaven(up.URL, false, ""), nil)
 	c := proxyClient(t, tp, nil)
 	for i := 0; i < 8; i++ {
-		if resp, _ := ixDo(t, c, "POST", up.URL+"/maven2/x", nil); resp.StatusCode != 500 {
+		if resp, _ := request(t, c, "POST", up.URL+"/maven2/x", nil); resp.StatusCode != 500 {
 			t.Fatalf("request %d: %d, want the upstream's 500", i, resp.StatusCode)
 		}
 	}

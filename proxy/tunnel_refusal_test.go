@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // TestTunnelRefusalsAreRecorded: the refusals made inside an intercepted
@@ -39,7 +41,7 @@ func TestTunnelRefusalsAreRecorded(t *testing.T) {
 		counted := func() bool {
 			return testutil.ToFloat64(e.ix.tp.metrics.requests.WithLabelValues("none", "denied")) == before+1
 		}
-		if !pollUntilOK(5*time.Second, func() bool { return logged() && counted() }) {
+		if !testkit.Poll(5*time.Second, func() bool { return logged() && counted() }) {
 			t.Fatalf("%s in the tunnel: logged %v, denied counted %v; log:\n%s", tc.name, logged(), counted(), e.ix.tp.Logs.String())
 		}
 	}

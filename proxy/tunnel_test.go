@@ -17,14 +17,14 @@ func TestTunnelEndToEnd(t *testing.T) {
 	tp, logs := ixStartProxy(t, ixMaven(up.URL, true, ""))
 	roots := x509.NewCertPool()
 	roots.AddCert(up.Certificate())
-	resp, body := ixDo(t, proxyClient(t, tp, roots), "GET", up.URL+"/maven2/a.jar", nil)
+	resp, body := request(t, proxyClient(t, tp, roots), "GET", up.URL+"/maven2/a.jar", nil)
 	if resp.StatusCode != 200 || body != "through the tunnel" {
 		t.Fatalf("got %d %q", resp.StatusCode, body)
 	}
 	if !resp.TLS.PeerCertificates[0].Equal(up.Certificate()) {
 		t.Fatal("client did not see the upstream's own certificate")
 	}
-	if s := ixState(t, tp, ixKey(up.URL)); s.State != breakerstate.Closed || s.FailureCount != 0 {
+	if s := breakerOf(t, tp, ixKey(up.URL)); s.State != breakerstate.Closed || s.FailureCount != 0 {
 		t.Fatalf("breaker after a good dial: %+v", s)
 	}
 	logs.waitFor(t, `"result":"tunnel"`)

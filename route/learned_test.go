@@ -7,13 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nora-breaker/nora-breaker/internal/fakeclock"
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // TestLearnedHostsAreBounded: however many hosts redirects name, at most
 // maxLearned are remembered, the soonest to expire going first.
 func TestLearnedHostsAreBounded(t *testing.T) {
-	clock := fakeclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	clock := testkit.NewClock()
 	l := NewLearned(clock.Now)
 	var wg sync.WaitGroup
 	for g := range 8 {
@@ -30,7 +30,7 @@ func TestLearnedHostsAreBounded(t *testing.T) {
 	}
 	// Which host goes: learn maxLearned hosts a second apart, refresh the
 	// first, then learn one more. s1 is now the soonest to expire.
-	clock = fakeclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	clock = testkit.NewClock()
 	l = NewLearned(clock.Now)
 	learn := func(host string) {
 		u, _ := url.Parse("https://" + host + "/x")

@@ -7,10 +7,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 func TestEntryResponse(t *testing.T) {
-	clk := newClock()
+	clk := testkit.NewClockAt(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
 	c, _ := newTestCache(t, Options{Now: clk.Now})
 	resp := okResponse(strings.NewReader("packument"), 9)
 	resp.Header.Set("Content-Type", "application/vnd.npm.install-v1+json")

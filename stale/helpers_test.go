@@ -13,13 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/nora-breaker/nora-breaker/internal/fakeclock"
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // clock is the injected, settable time source.
-type clock = fakeclock.Clock
-
-func newClock() *clock { return fakeclock.New(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)) }
 
 // newTestCache opens a cache in a fresh directory (unless o.Dir is set) with
 // its own registry and the given clock, closed at cleanup.
@@ -31,7 +28,7 @@ func newTestCache(t testing.TB, o Options) (*Cache, *prometheus.Registry) {
 	reg := prometheus.NewRegistry()
 	o.Registerer = reg
 	if o.Now == nil {
-		o.Now = newClock().Now
+		o.Now = testkit.NewClockAt(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)).Now
 	}
 	if o.RefreshAfter == 0 {
 		// Most tests check what a replacement does; the refresh interval

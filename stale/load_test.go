@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // entryDir is the directory of key's entry under dir.
@@ -71,7 +73,7 @@ func TestRestartServesEntryAndDropsDebris(t *testing.T) {
 
 func TestRestartEvictsOldestToNewBound(t *testing.T) {
 	dir := t.TempDir()
-	clk := newClock()
+	clk := testkit.NewClockAt(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
 	first, _ := newTestCache(t, Options{Dir: dir, Now: clk.Now})
 	for _, k := range []string{"a", "b", "c"} {
 		store(t, first, k, strings.Repeat(k, 10))

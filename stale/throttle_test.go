@@ -5,12 +5,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // A stored copy younger than RefreshAfter is not rewritten by the next
 // answer to the same request; once it is older, the next answer replaces it.
 func TestRefreshAfterKeepsYoungCopies(t *testing.T) {
-	clk := newClock()
+	clk := testkit.NewClockAt(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
 	c, _ := newTestCache(t, Options{Now: clk.Now, RefreshAfter: time.Minute})
 	store(t, c, "k", "version one")
 	store(t, c, "k", "version two")
