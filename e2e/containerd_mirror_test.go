@@ -134,6 +134,7 @@ func TestContainerdMirror(t *testing.T) {
 		t.Fatalf("healthy: Docker Hub saw %d manifest requests; the mirror serves both", m)
 	}
 	untouched(t, n, mirrorKey, "healthy")
+	n.waitStaleCommitted(t)
 
 	e.setDown(t, true, mirrorHost)
 	hub0 := e.manifestsAtHub()
@@ -158,6 +159,7 @@ func TestContainerdMirror(t *testing.T) {
 		}
 	})
 
+	n.waitStaleCommitted(t)
 	e.setDown(t, true, all...)
 	defer e.setDown(t, false, all...)
 	stale0 := n.metric(t, "nora_sidecar_stale_served_total")

@@ -324,6 +324,7 @@ func npmClientCases(t *testing.T, e *npmRegistriesEnv, c npmClient, registry str
 	}
 	t.Logf("%s packument requests (path → Accept): %v", c.name, packumentAccepts(seenA))
 	untouched(t, n, npmjsKey, "healthy")
+	n.waitStaleCommitted(t)
 
 	e.setDown(t, true, "a")
 	b1 := e.originB.count()
@@ -336,6 +337,7 @@ func npmClientCases(t *testing.T, e *npmRegistriesEnv, c npmClient, registry str
 	if n.metric(t, "nora_sidecar_fallback_total", fmt.Sprintf("to=%q", npmMirrorKey)) == 0 {
 		t.Fatal("registry.npmjs.org refusing connections: no fallback to the mirror counted")
 	}
+	n.waitStaleCommitted(t)
 
 	e.setDown(t, true, "b")
 	stale0 := n.metric(t, "nora_sidecar_stale_served_total")
@@ -378,6 +380,7 @@ func scopedStaleAcrossClients(t *testing.T, e *npmRegistriesEnv) {
 	if yarnAccept["/@e2e%2fscoped"] == "" || pnpmAccept["/e2e-hello"] != yarnAccept["/@e2e%2fscoped"] {
 		t.Fatalf("the packument requests differ in more than the path's spelling: yarn 1 %v, pnpm %v", yarnAccept, pnpmAccept)
 	}
+	n.waitStaleCommitted(t)
 
 	e.setDown(t, true, "a", "b")
 	r := e.mustInstall(t, n, pnpm, registry, scoped, "both registries down, @e2e/scoped stored by yarn 1 as /@e2e%2fscoped")

@@ -185,6 +185,7 @@ func ociClientCases(t *testing.T, e *ociEnv, c ociClient) {
 		t.Fatalf("healthy: registry B saw %d requests", b1-b0)
 	}
 	untouched(t, n, ociKeyA, "healthy")
+	n.waitStaleCommitted(t)
 
 	e.setDown(t, true, "a")
 	b1, _ := e.frontB.count()
@@ -195,6 +196,7 @@ func ociClientCases(t *testing.T, e *ociEnv, c ociClient) {
 	if n.metric(t, "nora_sidecar_fallback_total", fmt.Sprintf("from=%q", ociKeyA), fmt.Sprintf("to=%q", ociKeyB)) == 0 {
 		t.Fatal("registry A refusing connections: no fallback to B counted")
 	}
+	n.waitStaleCommitted(t)
 
 	e.setDown(t, true, "b")
 	stale0 := n.metric(t, "nora_sidecar_stale_served_total")
@@ -235,6 +237,7 @@ func ociStaleAcrossClients(t *testing.T, e *ociEnv) {
 		defer n.proc.stop()
 		defer e.setDown(t, false, "a", "b")
 		skopeo.mustFetch(t, n, "healthy, skopeo")
+		n.waitStaleCommitted(t)
 		e.setDown(t, true, "a", "b")
 		r, d := ctrPull(t, n)
 		wall += r.wall
@@ -254,6 +257,7 @@ func ociStaleAcrossClients(t *testing.T, e *ociEnv) {
 		if r, d := ctrPull(t, n); d != e.imageDigest {
 			t.Fatalf("healthy containerd pull: digest %q, want %s (%v)\n%s", d, e.imageDigest, r.err, tail(r.out, 2000))
 		}
+		n.waitStaleCommitted(t)
 		e.setDown(t, true, "a", "b")
 		r, err := skopeo.fetch(t, n)
 		wall += r.wall
