@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -103,4 +104,32 @@ func (b breakerCheck) oneProbe(t *testing.T, want float64, action func()) {
 	if want == 0 && b.n.transitions(t, b.key, "half_open", "closed") != toClosed+1 {
 		t.Fatalf("breaker %s closed without a half_open→closed transition", b.key)
 	}
+}
+
+// frontMark is a front's counters at one moment, so a case that shares
+// its fronts with others reports only what it added.
+type frontMark struct {
+	f           *front
+	reqs, conns int64
+}
+
+// markFront takes a front's counters now.
+func markFront(f *front) frontMark {
+	r, c := f.count()
+	return frontMark{f: f, reqs: r, conns: c}
+}
+
+// seen is what reached the front since the mark, as "name=Nreq/Mconn".
+func (m frontMark) seen() string {
+	r, c := m.f.count()
+	return fmt.Sprintf("%s=%dreq/%dconn", m.f.name, r-m.reqs, c-m.conns)
+}
+
+// seenSince joins the marks' seen.
+func seenSince(marks ...frontMark) string {
+	parts := make([]string, len(marks))
+	for i, m := range marks {
+		parts[i] = m.seen()
+	}
+	return strings.Join(parts, " ")
 }

@@ -57,6 +57,9 @@ type hubEnv struct {
 	privateDigest         string
 	privateBlob           string // the private image's layer digest
 	ctrs                  int
+	// hubAddr and mirrorAddr are the docker-registry processes behind the
+	// hub and the mirror (plain HTTP), for scenarios that push more.
+	hubAddr, mirrorAddr string
 }
 
 // toxName is the toxiproxy proxy of a host.
@@ -75,6 +78,7 @@ func setupHub(t *testing.T, s suite) *hubEnv {
 		fronts: map[string]*front{}, tox: map[string]string{}}
 	hubReg := startDockerRegistry(t, e.dir, "hub-registry")
 	mirrorReg := startDockerRegistry(t, e.dir, "mirror-registry")
+	e.hubAddr, e.mirrorAddr = hubReg, mirrorReg
 	plain := cleanEnv("HOME=" + e.dir)
 	fileLayer(t, filepath.Join(e.dir, "layer.tar"), helloFile, helloBody)
 	pushImage(t, e.dir, e.crane, plain, "layer.tar", hubReg+"/library/hello:1")

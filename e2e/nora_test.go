@@ -30,6 +30,7 @@ type nora struct {
 	admin     string
 	caPEM     string // interception CA certificate (from `ca init`)
 	bundle    string // system roots + interception CA, for Go clients' SSL_CERT_FILE
+	staleDir  string // its stale_dir, "" without one
 	c         *http.Client
 }
 
@@ -81,7 +82,8 @@ func startNora(t *testing.T, s suite, dir string, o noraOpts) *nora {
 		fmt.Fprintf(&b, "upstream_ca = %q\n", o.upstreamCA)
 	}
 	if o.stale {
-		fmt.Fprintf(&b, "stale_dir = %q\n", filepath.Join(dir, "stale"))
+		n.staleDir = filepath.Join(dir, "stale")
+		fmt.Fprintf(&b, "stale_dir = %q\n", n.staleDir)
 	}
 	// deny_unlisted: a client reaching for any host but the test upstreams
 	// gets 403 instead of a connection off this machine.
@@ -246,4 +248,30 @@ func (n *nora) lastLog(t *testing.T, frag string) map[string]any {
 	}
 	t.Fatalf("no request log line contains %s", frag)
 	return nil
+}
+
+// waitStaleCommitted waits until every stale copy being written has been
+// committed and is in the cache's index: no temp file is left in the
+// stale folder and the objects gauge counts every metadata file. A copy is
+// committed in the background after its client got the last byte (the
+// client never waits for the disk), so a case that takes the upstreams
+// down right after a client finished must wait for this first; a real
+// outage does not start within the milliseconds an fsync takes.
+func (n *nora) waitStaleCommitted(t *testing.T) {
+	t.Helper()
+	waitFor(t, "stale copies committed", 30*time.Second, func() bool {
+		var metas int
+		pending := false
+		_ = filepath.WalkDir(n.staleDir, func(path string, d os.DirEntry, err error) error {
+			switch {
+			case err != nil || d.IsDir():
+			case strings.HasSuffix(path, ".tmp"):
+				pending = true
+			case strings.HasSuffix(path, ".meta"):
+				metas++
+			}
+			return nil
+		})
+		return !pending && n.metric(t, "nora_sidecar_stale_cache_objects") == float64(metas)
+	})
 }

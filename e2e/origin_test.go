@@ -106,6 +106,9 @@ type front struct {
 	reqs   atomic.Int64
 	mu     sync.Mutex
 	paths  []string
+	// uris are the same requests with their query (containerd names the
+	// registry a mirror request is for in ?ns=).
+	uris []string
 }
 
 // newFront serves h (or a reverse proxy to target when h is nil) on a
@@ -148,6 +151,7 @@ func newFront(t *testing.T, name, target string, h http.Handler, tlsCfg *tls.Con
 			f.reqs.Add(1)
 			f.mu.Lock()
 			f.paths = append(f.paths, r.Method+" "+r.URL.Path)
+			f.uris = append(f.uris, r.Method+" "+r.URL.RequestURI())
 			f.mu.Unlock()
 			h.ServeHTTP(w, r)
 		}),
@@ -195,5 +199,19 @@ func (f *front) pathsMatching(sub string) []string {
 		}
 	}
 	sort.Strings(out)
+	return out
+}
+
+// requestsMatching returns the request lines, query included, containing
+// sub, in the order they came.
+func (f *front) requestsMatching(sub string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, u := range f.uris {
+		if strings.Contains(u, sub) {
+			out = append(out, u)
+		}
+	}
 	return out
 }

@@ -48,11 +48,37 @@ JSON
   (cd "$WORK/verdaccio" && retry 600 npm install --no-audit --no-fund --loglevel=error)
 }
 
+# install_node_client DIR PACKAGE VERSION: one npm client in a folder of its
+# own under $WORK/node-clients (yarn 1 and yarn 4 both name their binary
+# yarn), reinstalled when the pinned version changes. The versions are the
+# ones e2e/npm_clients_test.go names.
+install_node_client() {
+  local dir=$WORK/node-clients/$1 pkg=$2 version=$3
+  if [ -f "$dir/node_modules/$pkg/package.json" ] &&
+    [ "$(node -p "require('$dir/node_modules/$pkg/package.json').version")" = "$version" ]; then
+    return 0
+  fi
+  rm -rf "$dir" && mkdir -p "$dir"
+  printf '{"name":"e2e-%s","private":true,"dependencies":{"%s":"%s"}}\n' "$1" "$pkg" "$version" >"$dir/package.json"
+  (cd "$dir" && retry 600 npm install --no-audit --no-fund --loglevel=error)
+}
+
+install_node_clients() {
+  install_node_client pnpm pnpm 12.4.2
+  install_node_client yarn1 yarn 1.22.22
+  # yarn 4 as its bundled build from the npm registry: corepack would fetch
+  # it from yarn's own download host at run time.
+  install_node_client yarn4 @yarnpkg/cli-dist 4.18.1
+}
+
 install_go_tools() {
   [ -x "$TOOLS/crane" ] || GOBIN=$TOOLS GOFLAGS=-mod=mod retry 600 go install github.com/google/go-containerregistry/cmd/crane@v0.22.1
+  # oras pulls OCI artifacts in the OCI clients scenario.
+  [ -x "$TOOLS/oras" ] || GOBIN=$TOOLS GOFLAGS=-mod=mod retry 600 go install oras.land/oras/cmd/oras@v1.3.6
   install_toxiproxy "$TOOLS"
-  # helm renders the chart's PrometheusRule for the Prometheus test (the
-  # chart tests install the same binary in the same place).
+  # helm renders the chart's PrometheusRule for the Prometheus test and
+  # pulls a chart in the OCI clients scenario (the chart tests install the
+  # same binary in the same place).
   install_helm "$TOOLS"
 }
 
@@ -82,6 +108,7 @@ if [ -z "${E2E_SKIP_INSTALL:-}" ]; then
   gopid=$!
   install_apt
   install_verdaccio
+  install_node_clients
   wait "$gopid"
 fi
 installed=$(date +%s)

@@ -1,0 +1,46 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// knownBugs are the product bugs some scenarios meet today. Each scenario
+// that meets one asserts the behaviour the issue asks for and starts with
+// knownProductBug, so it is skipped, with its reason, until the fix lands.
+// Whoever merges a fix deletes its line here (the scenario then runs
+// everywhere); before that, E2E_EXPECT_FIXED runs it on demand.
+func knownBugs() map[string]string {
+	return map[string]string{
+		"issue 22.3": "yarn's registry.yarnpkg.com is no host of the npm upstream it is the same registry as: refused under deny_unlisted, never failed over",
+		"issue 22.4": "the npm packument keys /@scope%2fname (npm, yarn) and /@scope%2Fname (pnpm) are two stale copies, not one",
+		"issue 27.1": "a mirror request's ?ns= is dropped on failover: the next docker upstream, another registry, answers for the named one",
+		"issue 27.2": "a stale docker manifest is only served to the Accept list (and method) that stored it",
+		// Part of 27.2's "a cache warmed by one client serves all of them",
+		// not one of the two mechanisms the issue names.
+		"issue 27.2-ping": "a registry's /v2/ ping is served from stale only if a client's own ping stored it: containerd never pings, so skopeo after containerd gets 502 at /v2/",
+	}
+}
+
+// knownProductBug skips the test with the bug's reason unless
+// E2E_EXPECT_FIXED (comma- or space-separated, "issue 22.3" or just
+// "22.3"; "all" for every one) names it. An id missing from knownBugs is
+// fixed: the test runs.
+func knownProductBug(t *testing.T, id string) {
+	t.Helper()
+	why, open := knownBugs()[id]
+	if !open {
+		return
+	}
+	short := strings.TrimPrefix(id, "issue ")
+	for _, f := range strings.FieldsFunc(os.Getenv("E2E_EXPECT_FIXED"), func(r rune) bool { return r == ',' || r == ' ' }) {
+		if f == "all" || f == short || f == id {
+			t.Logf("known product bug %s expected fixed (E2E_EXPECT_FIXED): running", id)
+			return
+		}
+	}
+	t.Skipf("known product bug (%s): %s; E2E_EXPECT_FIXED=%s runs it", id, why, short)
+}
