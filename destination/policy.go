@@ -5,8 +5,9 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
-	"strings"
 	"sync/atomic"
+
+	"github.com/nora-breaker/nora-breaker/internal/hostport"
 )
 
 // Where the proxy refuses to connect (docs/behaviour.md §10). Two moments
@@ -97,7 +98,7 @@ type Policy struct {
 
 // Allowed reports whether allow_hosts names host, on any port or on port.
 func (p Policy) Allowed(host, port string) bool {
-	host = strings.ToLower(host)
+	host = hostport.Host(host)
 	return p.Allow[host] || p.Allow[net.JoinHostPort(host, port)]
 }
 
@@ -123,7 +124,7 @@ func (p Policy) CheckDial(host, port string, to netip.AddrPort) error {
 	if p.Own != nil && p.Own.Load().Reaches(to) {
 		return fmt.Errorf("%s is one of the proxy's own listeners: %w", to, ErrForbidden)
 	}
-	host = strings.ToLower(host)
+	host = hostport.Host(host)
 	a := to.Addr().Unmap()
 	switch {
 	case p.Allowed(host, port):

@@ -9,11 +9,11 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/nora-breaker/nora-breaker/destination"
+	"github.com/nora-breaker/nora-breaker/internal/hostport"
 )
 
 // Dialer opens every upstream and tunnel connection. It applies the
@@ -28,13 +28,12 @@ type Dialer struct {
 
 // DialContext dials addr ("host:port") with the resolve map and address policy.
 func (d *Dialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	host, port, err := net.SplitHostPort(addr)
+	host, port, err := hostport.Split(addr, "")
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
-	host = strings.ToLower(strings.TrimSuffix(host, "."))
-	target := addr
-	if to, ok := d.resolve[net.JoinHostPort(host, port)]; ok {
+	target := hostport.Join(host, port)
+	if to, ok := d.resolve[target]; ok {
 		target = to
 	}
 	nd := net.Dialer{

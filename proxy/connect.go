@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
 
 	"github.com/elazarl/goproxy"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/config"
 	"github.com/nora-breaker/nora-breaker/destination"
+	"github.com/nora-breaker/nora-breaker/internal/hostport"
 	"github.com/nora-breaker/nora-breaker/relay"
 	"github.com/nora-breaker/nora-breaker/route"
 	"github.com/nora-breaker/nora-breaker/tunnel"
@@ -25,7 +25,7 @@ import (
 // upstream hosts; refuse what policy forbids. It does no I/O: the dial and
 // everything after it happen in the hijacked connection's own handler, so
 // nothing is left behind if goproxy cannot hijack the connection.
-func (p *Proxy) onConnect(hostport string, ctx *goproxy.ProxyCtx) (action *goproxy.ConnectAction, target string) {
+func (p *Proxy) onConnect(requested string, ctx *goproxy.ProxyCtx) (action *goproxy.ConnectAction, target string) {
 	rec := p.newRecord(ctx.Req)
 	rec.scheme = "connect"
 	defer func() {
@@ -35,12 +35,14 @@ func (p *Proxy) onConnect(hostport string, ctx *goproxy.ProxyCtx) (action *gopro
 				answer.Text(ctx.Req, http.StatusInternalServerError, "nora-breaker: internal error\n"))
 		}
 	}()
-	host, port, err := net.SplitHostPort(hostport)
+	host, port, err := hostport.Split(requested, "")
 	if err != nil || port == "" || host == "" {
 		return p.rejectConnect(ctx, rec, answer.Denied, answer.Refused(ctx.Req, http.StatusBadRequest,
 			"CONNECT needs a host:port target"))
 	}
-	host = strings.ToLower(host)
+	// From here on the target is in its one canonical spelling: a
+	// trailing dot or upper case names the same upstream host.
+	addr := hostport.Join(host, port)
 	snap := p.state.Load()
 	rt := snap.routes.OfHost(host, port)
 	rec.route = rt
@@ -53,12 +55,12 @@ func (p *Proxy) onConnect(hostport string, ctx *goproxy.ProxyCtx) (action *gopro
 		ctx.UserData = target
 		rec.result = answer.Intercepted
 		p.emit(rec, 0)
-		return p.interceptAction(*target, snap), hostport
+		return p.interceptAction(*target, snap), addr
 	}
 	return &goproxy.ConnectAction{Action: goproxy.ConnectHijack,
 		Hijack: func(req *http.Request, client net.Conn, _ *goproxy.ProxyCtx) {
-			p.serveTunnel(req, client, snap, rt, hostport, rec)
-		}}, hostport
+			p.serveTunnel(req, client, snap, rt, addr, rec)
+		}}, addr
 }
 
 // connectRefusal returns why a CONNECT is refused, or "".
@@ -77,7 +79,7 @@ func connectRefusal(snap *snapshot, up *config.Upstream, host, port string) stri
 // dial's outcome; the CONNECT is answered with 503, 403, 502 or 200, and
 // after a 200 bytes are relayed both ways until both sides are done.
 func (p *Proxy) serveTunnel(req *http.Request, client net.Conn, snap *snapshot, rt route.Route,
-	hostport string, rec *record) {
+	addr string, rec *record) {
 	defer client.Close()
 	ticket := breakerstate.Ticket{}
 	if rt.Classified() {
@@ -90,7 +92,7 @@ func (p *Proxy) serveTunnel(req *http.Request, client net.Conn, snap *snapshot, 
 		}
 		ticket = t
 	}
-	upstream, err := snap.dial.DialContext(req.Context(), "tcp", hostport)
+	upstream, err := snap.dial.DialContext(req.Context(), "tcp", addr)
 	if errors.Is(err, destination.ErrForbidden) {
 		ticket.Done(breakerstate.Neutral) // policy, not the upstream's fault
 		p.answerConnect(client, rec, answer.Denied, answer.Refused(req, http.StatusForbidden, err.Error()))
@@ -98,7 +100,7 @@ func (p *Proxy) serveTunnel(req *http.Request, client net.Conn, snap *snapshot, 
 	}
 	if err != nil {
 		ticket.Done(attempt.Decide(nil, err, req.Context()))
-		key := hostport
+		key := addr
 		if rt.Classified() {
 			key = rt.Key
 		}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/elazarl/goproxy"
@@ -16,7 +15,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/attempt"
 	"github.com/nora-breaker/nora-breaker/destination"
 	"github.com/nora-breaker/nora-breaker/fallback"
-	"github.com/nora-breaker/nora-breaker/route"
+	"github.com/nora-breaker/nora-breaker/internal/hostport"
 	"github.com/nora-breaker/nora-breaker/tunnel"
 )
 
@@ -68,7 +67,7 @@ func (p *Proxy) serve(req *http.Request, target *tunnel.Target, snap *snapshot, 
 		return rec.deny(answer.Refused(req, http.StatusMisdirectedRequest,
 			"request Host does not match the CONNECT target"))
 	}
-	host, port := route.HostPort(req.URL)
+	host, port := hostport.Of(req.URL)
 	m := snap.routes.Of(req.URL)
 	rec.route = m
 	if why := snap.policy.RefuseTarget(host, port, m.Classified()); why != "" {
@@ -142,8 +141,8 @@ func prepareOutbound(req *http.Request) {
 // sameHost checks an intercepted request against its CONNECT target, so a
 // tunnel opened for one upstream cannot be used to reach another host.
 func sameHost(u *url.URL, target tunnel.Target) bool {
-	host, port := route.HostPort(u)
-	return strings.EqualFold(host, target.Host) && port == target.Port
+	host, port := hostport.Of(u)
+	return host == target.Host && port == target.Port
 }
 
 // cancelOnClose releases a request's context when its body is closed.

@@ -1,12 +1,13 @@
 package route
 
 import (
-	"net"
 	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nora-breaker/nora-breaker/internal/hostport"
 )
 
 // Learned redirect hosts (docs/behaviour.md §3.2): a host named in the
@@ -26,7 +27,10 @@ type LearnedHost struct {
 	Name string
 	// Upstream is the key of the upstream that redirected to it.
 	Upstream string
-	expires  atomic.Int64
+	// Scheme is the scheme the redirect named: only requests of that
+	// scheme are the learned host's.
+	Scheme  string
+	expires atomic.Int64
 }
 
 // Key is the learned host's breaker key, like any alias host's.
@@ -59,7 +63,8 @@ func (l *Learned) Learn(upstream string, target *url.URL) bool {
 	hp, name := learnedHostPort(target)
 	now := l.now()
 	expires := now.Add(learnedTTL).UnixNano()
-	if h, ok := (*l.view.Load())[hp]; ok && h.Upstream == upstream && h.expires.Load() > now.UnixNano() {
+	if h, ok := (*l.view.Load())[hp]; ok && h.Upstream == upstream && h.Scheme == target.Scheme &&
+		h.expires.Load() > now.UnixNano() {
 		h.expires.Store(expires)
 		return false
 	}
@@ -75,7 +80,7 @@ func (l *Learned) Learn(upstream string, target *url.URL) bool {
 	if len(next) >= maxLearned {
 		dropSoonest(next)
 	}
-	h := &LearnedHost{Name: name, Upstream: upstream}
+	h := &LearnedHost{Name: name, Upstream: upstream, Scheme: strings.ToLower(target.Scheme)}
 	h.expires.Store(expires)
 	next[hp] = h
 	l.view.Store(&next)
@@ -96,7 +101,7 @@ func dropSoonest(m map[string]*LearnedHost) {
 
 // Lookup returns the learned host for host:port while its time lasts.
 func (l *Learned) Lookup(host, port string) (*LearnedHost, bool) {
-	h, ok := (*l.view.Load())[net.JoinHostPort(strings.ToLower(host), port)]
+	h, ok := (*l.view.Load())[hostport.Join(host, port)]
 	if !ok || h.expires.Load() <= l.now().UnixNano() {
 		return nil, false
 	}
@@ -118,10 +123,6 @@ func (l *Learned) Current() []*LearnedHost {
 // learnedHostPort is target's "host:port" and the name its breaker key
 // uses: the host alone on its scheme's default port, else host:port.
 func learnedHostPort(target *url.URL) (hp, name string) {
-	host, port := HostPort(target)
-	name = host
-	if !(target.Scheme == "http" && port == "80") && !(target.Scheme == "https" && port == "443") {
-		name = net.JoinHostPort(host, port)
-	}
-	return net.JoinHostPort(host, port), name
+	host, port := hostport.Of(target)
+	return hostport.Join(host, port), hostport.Authority(target.Scheme, host, port)
 }

@@ -1,6 +1,11 @@
 package route
 
-import "net/url"
+import (
+	"net/url"
+	"strings"
+
+	"github.com/nora-breaker/nora-breaker/internal/hostport"
+)
 
 // Router classifies under one configuration: its table first, then the
 // hosts learned from redirects, which are alias hosts of the upstream that
@@ -25,8 +30,8 @@ func (r Router) Of(u *url.URL) Route {
 	if rt := r.table.Classify(u); rt.Classified() {
 		return rt
 	}
-	host, port := HostPort(u)
-	return r.learnedRoute(host, port)
+	host, port := hostport.Of(u)
+	return r.learnedRoute(strings.ToLower(u.Scheme), host, port)
 }
 
 // OfHost classifies a CONNECT target, where only host and port are seen.
@@ -34,19 +39,21 @@ func (r Router) OfHost(host, port string) Route {
 	if rt := r.table.HostUpstream(host, port); rt.Classified() {
 		return rt
 	}
-	return r.learnedRoute(host, port)
+	return r.learnedRoute("", host, port)
 }
 
 // KeyOf is the breaker key of the host u goes to, or "" when it is no
 // upstream's (the fallback loop finds a docker token realm's breaker so).
 func (r Router) KeyOf(u *url.URL) string { return r.Of(u).Key }
 
-func (r Router) learnedRoute(host, port string) Route {
+// learnedRoute is the route of a learned host reached with scheme ("" for
+// any: a CONNECT).
+func (r Router) learnedRoute(scheme, host, port string) Route {
 	if r.learned == nil {
 		return Route{}
 	}
 	h, ok := r.learned.Lookup(host, port)
-	if !ok {
+	if !ok || (scheme != "" && scheme != h.Scheme) {
 		return Route{}
 	}
 	up := r.table.ByKey(h.Upstream)

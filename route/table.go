@@ -3,12 +3,12 @@
 package route
 
 import (
-	"net"
 	"net/url"
 	"sort"
 	"strings"
 
 	"github.com/nora-breaker/nora-breaker/config"
+	"github.com/nora-breaker/nora-breaker/internal/hostport"
 )
 
 // Route is the result of classifying one request URL.
@@ -39,10 +39,12 @@ type Route struct {
 // Classified reports whether the request belongs to a configured upstream.
 func (r Route) Classified() bool { return r.Upstream != nil }
 
-// hostRoute is one host:port an upstream owns, with its breaker key.
+// hostRoute is one host:port an upstream owns, with its breaker key and
+// the scheme it is reached with: the upstream's own.
 type hostRoute struct {
 	upstream *config.Upstream
 	key      string
+	scheme   string
 }
 
 // prefixed is an upstream reached by URL prefix, with its escaped base path
@@ -85,12 +87,13 @@ func NewTable(ups []*config.Upstream) *Table {
 		if _, ok := t.byKey[u.Key]; !ok {
 			t.byKey[u.Key] = u
 		}
-		o := origin(u.URL.Scheme, u.URL.Hostname(), u.URL.Port())
+		host, port := hostport.Of(u.URL)
+		o := hostport.Origin(u.URL.Scheme, host, port)
 		t.byAuthority[o] = append(t.byAuthority[o], prefixed{upstream: u, base: u.URL.EscapedPath()})
 		for _, h := range u.Hosts {
 			hp := HostPortOf(u, h)
 			if _, taken := t.byHost[hp]; !taken {
-				t.byHost[hp] = hostRoute{upstream: u, key: u.HostKey(h)}
+				t.byHost[hp] = hostRoute{upstream: u, key: u.HostKey(h), scheme: u.URL.Scheme}
 			}
 		}
 		chains[u.Format] = append(chains[u.Format], u)
@@ -124,15 +127,16 @@ func candidatesOf(u *config.Upstream, chain []*config.Upstream) []*config.Upstre
 
 // Classify maps a request URL to its route (docs/behaviour.md §3): the
 // longest configured URL of the same scheme, host and port that is a prefix
-// of it at a "/" boundary, else the first upstream claiming its host, else
-// nothing.
+// of it at a "/" boundary, else the first upstream claiming its host and
+// port with the same scheme, else nothing. A request whose scheme is not
+// the upstream's is not the upstream's: http:// to an https upstream's
+// port would only ever fail, and must not count against it.
 func (t *Table) Classify(u *url.URL) Route {
-	host := strings.ToLower(u.Hostname())
+	host, port := hostport.Of(u)
 	scheme := strings.ToLower(u.Scheme)
-	ups := t.byAuthority[origin(scheme, host, u.Port())]
+	ups := t.byAuthority[hostport.Origin(scheme, host, port)]
 	if len(ups) == 0 {
-		_, port := HostPort(u)
-		return t.HostUpstream(host, port)
+		return t.hostUpstream(scheme, host, port)
 	}
 	raw := u.EscapedPath()
 	path, climbed := resolveDots(raw, false)
@@ -152,19 +156,22 @@ func (t *Table) Classify(u *url.URL) Route {
 			return Route{Upstream: p.upstream, Key: p.upstream.Key, ClimbsOut: true}
 		}
 	}
-	_, port := HostPort(u)
-	return t.HostUpstream(host, port)
+	return t.hostUpstream(scheme, host, port)
 }
 
 // HostUpstream returns the route of the first upstream (config order) that
-// claims host:port, or the zero route: the alias route of a request whose
-// URL matches no upstream, and the route of a CONNECT, where only the host
-// is visible.
-func (t *Table) HostUpstream(host, port string) Route {
-	if hr, ok := t.byHost[net.JoinHostPort(strings.ToLower(host), port)]; ok {
-		return Route{Upstream: hr.upstream, Alias: true, Key: hr.key}
+// claims host:port, or the zero route: the route of a CONNECT, where only
+// the host is visible and the scheme is whatever the client starts inside.
+func (t *Table) HostUpstream(host, port string) Route { return t.hostUpstream("", host, port) }
+
+// hostUpstream is HostUpstream for a request of scheme ("" for any): the
+// alias route of a request whose URL matches no upstream's prefix.
+func (t *Table) hostUpstream(scheme, host, port string) Route {
+	hr, ok := t.byHost[hostport.Join(host, port)]
+	if !ok || (scheme != "" && scheme != hr.scheme) {
+		return Route{}
 	}
-	return Route{}
+	return Route{Upstream: hr.upstream, Alias: true, Key: hr.key}
 }
 
 // ByKey returns the (first) upstream whose key is key, or nil.
@@ -184,28 +191,15 @@ func (t *Table) HostPorts() []string {
 // HostPortOf is "host:port" of one of u's hosts: its URL's port for the URL
 // host, the port an alias names, else the default port of u's scheme.
 func HostPortOf(u *config.Upstream, h string) string {
-	h = strings.ToLower(h)
-	if h == u.Hosts[0] {
-		_, port := HostPort(u.URL)
-		return net.JoinHostPort(h, port)
+	if strings.EqualFold(h, u.Hosts[0]) {
+		host, port := hostport.Of(u.URL)
+		return hostport.Join(host, port)
 	}
-	if host, port, err := net.SplitHostPort(h); err == nil {
-		return net.JoinHostPort(host, port)
+	host, port, err := hostport.Split(h, hostport.DefaultPort(u.URL.Scheme))
+	if err != nil {
+		return hostport.Join(h, hostport.DefaultPort(u.URL.Scheme))
 	}
-	_, port := HostPort(&url.URL{Scheme: u.URL.Scheme, Host: h})
-	return net.JoinHostPort(strings.Trim(h, "[]"), port)
-}
-
-// HostPort returns u's lower-case host and its port, defaulted by scheme.
-func HostPort(u *url.URL) (string, string) {
-	host, port := strings.ToLower(u.Hostname()), u.Port()
-	if port == "" {
-		port = "80"
-		if strings.EqualFold(u.Scheme, "https") {
-			port = "443"
-		}
-	}
-	return host, port
+	return hostport.Join(host, port)
 }
 
 // underPath reports whether path lies under base at a "/" boundary and
@@ -222,14 +216,4 @@ func underPath(path, base string) (string, bool) {
 		return rest, true
 	}
 	return "", false
-}
-
-// origin normalises scheme, host and port so that default ports compare equal
-// to an absent port.
-func origin(scheme, host, port string) string {
-	scheme = strings.ToLower(scheme)
-	if port == "" || (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
-		return scheme + "://" + strings.ToLower(host)
-	}
-	return scheme + "://" + net.JoinHostPort(strings.ToLower(host), port)
 }

@@ -82,6 +82,15 @@ func TestClassify(t *testing.T) {
 		{"dot segments resolved inside the base", "https://repo.example.com/maven2/sub/../g/./a.jar", m2, false, "/g/a.jar"},
 		{"encoded dot segments resolved", "https://repo.example.com/maven2/x/%2e%2E/a.jar", m2, false, "/a.jar"},
 		{"unclassified", "https://example.net/x", "", false, ""},
+		// Host spellings (docs/behaviour.md §3): a trailing dot and any case
+		// name the same host.
+		{"trailing dot", "https://registry-1.docker.io./v2/x/manifests/1", hub, false, "/v2/x/manifests/1"},
+		{"trailing dot and case on an alias host", "https://FILES.pythonhosted.org./p/x.whl", pypi, true, ""},
+		// A request whose scheme is not the upstream's is not the
+		// upstream's, though host and port match: http:// to port 443.
+		{"http to an https upstream's port", "http://registry-1.docker.io:443/v2/", "", false, ""},
+		{"http to an https alias host's port", "http://files.pythonhosted.org:443/p/x.whl", "", false, ""},
+		{"https to an http upstream's port", "https://other.example:8080/m2/x.pom", "", false, ""},
 		{"unclassified IP", "http://127.0.0.1:9/x", "", false, ""},
 	}
 	for _, tc := range tests {
@@ -124,6 +133,7 @@ func TestHostUpstream(t *testing.T) {
 		{"mirror.example.org", "maven:https://repo.example.com/maven2"},
 		{"pkg-containers.githubusercontent.com", "docker:https://ghcr.io"},
 		{"example.net", ""},
+		{"Registry.NPMjs.org.", "npm:https://registry.npmjs.org"},
 	}
 	for _, tc := range tests {
 		if got := keyOf(tab.HostUpstream(tc.host, "443").Upstream); (tc.key == "" && got != "<nil>") || (tc.key != "" && got != tc.key) {
