@@ -15,7 +15,7 @@ import (
 
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/config"
-	"github.com/nora-breaker/nora-breaker/internal/fakeclock"
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // rig is a Sender with real breakers on a fake clock and a loopback-only
@@ -369,6 +369,6 @@ func TestSenderCloseBeforeEOFIsNeutral(t *testing.T) {
 }
 
 // fakeClock is the injected clock: tests move time instead of sleeping.
-type fakeClock = fakeclock.Clock
+type fakeClock = testkit.Clock
 
-func newFakeClock() *fakeClock { return fakeclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)) }
+func newFakeClock() *fakeClock { return testkit.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)) }

@@ -3,24 +3,18 @@ package breakerstate
 import (
 	"errors"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // fakeClock is a concurrency-safe clock that only moves when told to.
-type fakeClock struct{ ns atomic.Int64 }
+type fakeClock = testkit.Clock
 
-func newFakeClock() *fakeClock {
-	c := &fakeClock{}
-	c.ns.Store(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC).UnixNano())
-	return c
-}
-
-func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.ns.Load()).UTC() }
-func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+func newFakeClock() *fakeClock { return testkit.NewClock(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)) }
 
 // recorder collects transitions announced by the set.
 type recorder struct {

@@ -13,16 +13,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nora-breaker/nora-breaker/internal/fakeclock"
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // t0 is the fixed "now" of the tests.
 var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 
 // fakeClock is the settable test clock.
-type fakeClock = fakeclock.Clock
+type fakeClock = testkit.Clock
 
-func newFakeClock(t time.Time) *fakeClock { return fakeclock.New(t) }
+func newFakeClock(t time.Time) *fakeClock { return testkit.NewClock(t) }
 
 // testCA returns a freshly made ECDSA CA, parsed as Load would.
 func testCA(t testing.TB) *tls.Certificate {

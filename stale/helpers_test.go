@@ -13,13 +13,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/nora-breaker/nora-breaker/internal/fakeclock"
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // clock is the injected, settable time source.
-type clock = fakeclock.Clock
+type clock = testkit.Clock
 
-func newClock() *clock { return fakeclock.New(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)) }
+func newClock() *clock { return testkit.NewClock(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)) }
 
 // newTestCache opens a cache in a fresh directory (unless o.Dir is set) with
 // its own registry and the given clock, closed at cleanup.

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/nora-breaker/nora-breaker/internal/fakeclock"
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 func TestWait(t *testing.T) {
@@ -46,7 +46,7 @@ func TestWait(t *testing.T) {
 }
 
 func TestTableMarkLeftAndGauge(t *testing.T) {
-	clock := fakeclock.New(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	clock := testkit.NewClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 	reg := prometheus.NewRegistry()
 	tab, err := New(clock.Now, []string{"a", "b"}, reg)
 	if err != nil {
@@ -79,7 +79,7 @@ func TestTableMarkLeftAndGauge(t *testing.T) {
 // TestTableConcurrentMarksAndReads: many goroutines marking and reading
 // the same keys; the longest mark wins.
 func TestTableConcurrentMarksAndReads(t *testing.T) {
-	clock := fakeclock.New(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	clock := testkit.NewClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 	tab, err := New(clock.Now, nil, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package fakeclock
+package testkit
 
 import (
 	"sync"
@@ -8,7 +8,7 @@ import (
 
 func TestAdvanceIsConcurrencySafe(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	c := New(start)
+	c := NewClock(start)
 	var wg sync.WaitGroup
 	for i := 0; i < 100; i++ {
 		wg.Add(1)
