@@ -13,6 +13,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/answer"
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/config"
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // chainRig is a Chain over two upstreams of one format: A (addressed,
@@ -42,8 +43,8 @@ func newChainRig(t *testing.T, format string, handler http.HandlerFunc) *chainRi
 		cr.bHits.Add(1)
 		handler(w, r)
 	})
-	cr.a = testUpstream(t, format, a.URL+"/repo")
-	cr.b = testUpstream(t, format, srv.URL+"/mirror")
+	cr.a = testkit.ConfigUpstream(t, format, a.URL+"/repo")
+	cr.b = testkit.ConfigUpstream(t, format, srv.URL+"/mirror")
 	cr.rig = newRig(t, cr.a.Key, cr.b.Key)
 	var err error
 	cr.chain, err = New(Options{Breakers: cr.set, Sender: cr.sender, Now: cr.clock.Now, Registerer: cr.reg,

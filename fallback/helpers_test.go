@@ -3,7 +3,6 @@ package fallback
 import (
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/nora-breaker/nora-breaker/attempt"
 	"github.com/nora-breaker/nora-breaker/breakerstate"
-	"github.com/nora-breaker/nora-breaker/config"
 )
 
 // rig holds real breakers on a fake clock, a Sender and a loopback-only
@@ -54,16 +52,6 @@ func (r *rig) admit(t testing.TB, key string) breakerstate.Ticket {
 		t.Fatalf("Allow(%s): %v", key, err)
 	}
 	return tk
-}
-
-func testUpstream(t testing.TB, format, raw string) *config.Upstream {
-	t.Helper()
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &config.Upstream{Format: format, URL: u, Key: format + ":" + raw, Hosts: []string{u.Hostname()},
-		ProxyTimeout: 5 * time.Second, ReadTimeout: 5 * time.Second}
 }
 
 func newServer(t testing.TB, h http.HandlerFunc) *httptest.Server {
