@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +14,8 @@ import (
 	"github.com/nora-breaker/nora-breaker/answer"
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/config"
+	"github.com/nora-breaker/nora-breaker/fallback/format"
+	"github.com/nora-breaker/nora-breaker/fallback/format/docker"
 	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
@@ -27,7 +30,7 @@ type chainRig struct {
 	aHandler atomic.Pointer[http.HandlerFunc]
 }
 
-func newChainRig(t *testing.T, format string, handler http.HandlerFunc) *chainRig {
+func newChainRig(t *testing.T, formatName string, handler http.HandlerFunc) *chainRig {
 	t.Helper()
 	cr := &chainRig{}
 	a := newServer(t, func(w http.ResponseWriter, r *http.Request) {
@@ -43,12 +46,13 @@ func newChainRig(t *testing.T, format string, handler http.HandlerFunc) *chainRi
 		cr.bHits.Add(1)
 		handler(w, r)
 	})
-	cr.a = testkit.ConfigUpstream(t, format, a.URL+"/repo")
-	cr.b = testkit.ConfigUpstream(t, format, srv.URL+"/mirror")
+	cr.a = testkit.ConfigUpstream(t, formatName, a.URL+"/repo")
+	cr.b = testkit.ConfigUpstream(t, formatName, srv.URL+"/mirror")
 	cr.rig = newRig(t, cr.a.Key, cr.b.Key)
 	var err error
 	cr.chain, err = New(Options{Breakers: cr.set, Sender: cr.sender, Now: cr.clock.Now, Registerer: cr.reg,
-		Logger: zerolog.Nop()})
+		Logger: zerolog.Nop(), Formats: format.Set{"maven": format.Plain{FinalNotFound: true},
+			"docker": docker.New(docker.Options{Now: cr.clock.Now, Breakers: cr.set})}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,8 +143,9 @@ func TestChainRetryAfterIsSmallestOpenTime(t *testing.T) {
 	cr.clock.Advance(10 * time.Second)
 	res := cr.chain.Serve(cr.request(http.MethodGet, "/g/a.jar"))
 	res.Resp.Body.Close()
-	if res.Resp.StatusCode != 503 || res.Resp.Header.Get("Retry-After") != "20" || res.Attempts != 0 {
-		t.Fatalf("got %d Retry-After %q attempts %d", res.Resp.StatusCode, res.Resp.Header.Get("Retry-After"), res.Attempts)
+	want := Attempts{{Key: cr.a.Key, Skipped: SkipBreaker}, {Key: cr.b.Key, Skipped: SkipBreaker}}
+	if res.Resp.StatusCode != 503 || res.Resp.Header.Get("Retry-After") != "20" || !slices.Equal(res.Attempts, want) {
+		t.Fatalf("got %d Retry-After %q attempts %+v", res.Resp.StatusCode, res.Resp.Header.Get("Retry-After"), res.Attempts)
 	}
 }
 
@@ -202,8 +207,8 @@ func TestChainFailed(t *testing.T) {
 			if tc.bStatus != 0 {
 				wantAttempts = 2
 			}
-			if res.Attempts != wantAttempts {
-				t.Errorf("attempts %d, want %d", res.Attempts, wantAttempts)
+			if len(res.Attempts) != wantAttempts {
+				t.Errorf("attempts %+v, want %d", res.Attempts, wantAttempts)
 			}
 		})
 	}

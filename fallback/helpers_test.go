@@ -11,6 +11,7 @@ import (
 
 	"github.com/nora-breaker/nora-breaker/attempt"
 	"github.com/nora-breaker/nora-breaker/breakerstate"
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // rig holds real breakers on a fake clock, a Sender and a loopback-only
@@ -22,6 +23,11 @@ type rig struct {
 	tr     *http.Transport
 	reg    *prometheus.Registry
 }
+
+// fakeClock is the injected clock: tests move time instead of sleeping.
+type fakeClock = testkit.Clock
+
+func newFakeClock() *fakeClock { return testkit.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)) }
 
 func newRig(t testing.TB, keys ...string) *rig {
 	t.Helper()

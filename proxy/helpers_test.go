@@ -23,15 +23,17 @@ import (
 
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/config"
-	"github.com/nora-breaker/nora-breaker/internal/testkit"
 	"github.com/nora-breaker/nora-breaker/internal/listenaddr"
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // fakeClock is the injected clock: tests move time with Advance instead of
 // sleeping.
 type fakeClock = testkit.Clock
 
-func newFakeClock() *fakeClock { return testkit.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)) }
+func newFakeClock() *fakeClock {
+	return testkit.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+}
 
 // syncBuffer collects log output from many goroutines.
 type syncBuffer struct {

@@ -96,7 +96,16 @@ func (p *Proxy) buildSnapshot(cfg *config.Config, prev *snapshot) (*snapshot, er
 	sc := cfg.Sidecar
 	s.fallback = fallback.Settings{Transport: s.transport, StaleMode: sc.StaleAuthenticated,
 		CredentialHeaders: sc.CredentialHeaders,
-		KeyOf:             func(u *url.URL) string { return p.routeOf(s, u).Key },
-		ThrottleDefault:   sc.ThrottleDefault}
+		Routes:            snapshotRoutes{p, s}, ThrottleDefault: sc.ThrottleDefault}
 	return s, nil
 }
+
+// snapshotRoutes names breaker keys by URL under one snapshot, for the
+// fallback loop (format.Routes).
+type snapshotRoutes struct {
+	p *Proxy
+	s *snapshot
+}
+
+// KeyOf is the breaker key of the host u goes to, "" for no upstream's.
+func (r snapshotRoutes) KeyOf(u *url.URL) string { return r.p.routeOf(r.s, u).Key }
