@@ -2,7 +2,6 @@ package fallback
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -58,11 +57,4 @@ func (r *rig) admit(t testing.TB, key string) breakerstate.Ticket {
 		t.Fatalf("Allow(%s): %v", key, err)
 	}
 	return tk
-}
-
-func newServer(t testing.TB, h http.HandlerFunc) *httptest.Server {
-	t.Helper()
-	s := httptest.NewServer(h)
-	t.Cleanup(s.Close)
-	return s
 }

@@ -45,9 +45,13 @@ func (t Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		cancel()
 		return nil, errAborted
 	case <-req.Context().Done():
-		cancel()
-		pr.Close()
-		return nil, req.Context().Err()
+		if !closed(w.ready) {
+			cancel()
+			pr.Close()
+			return nil, req.Context().Err()
+		}
+		// The headers were sent before the client gave up: like a client
+		// that read them first, take them, and let the body fail.
 	}
 	resp := &http.Response{Status: fmt.Sprintf("%d %s", w.status, http.StatusText(w.status)),
 		StatusCode: w.status, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: w.sent,
@@ -62,6 +66,16 @@ func (t Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp.Body = http.NoBody
 	}
 	return resp, nil
+}
+
+// closed reports whether ch is closed, without waiting.
+func closed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // serverRequest is req as a handler receives it.
@@ -115,6 +129,11 @@ func (w *pipeWriter) serve(h http.Handler, r *http.Request) {
 	defer func() {
 		v := recover()
 		switch {
+		case v == nil && r.Context().Err() != nil && !closed(w.ready):
+			// The client left before any answer; a server would find the
+			// connection gone and send nothing.
+			w.once.Do(func() { close(w.aborted) })
+			w.pw.CloseWithError(errAborted)
 		case v == nil:
 			w.WriteHeader(http.StatusOK)
 			w.pw.Close()
