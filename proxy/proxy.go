@@ -165,9 +165,8 @@ func (p *Proxy) buildFallback(cfg *config.Config) error {
 		return err
 	}
 	p.chain, err = fallback.New(fallback.Options{Breakers: p.breakers, Sender: sender,
-		Formats: formats(p.now, p.breakers),
-		Stale:   p.stale, Throttles: p.throttles, OnRedirect: p.onRedirect, Now: p.now,
-		Registerer: p.deps.Registry, Logger: p.log})
+		Formats: formats(p.now, p.breakers), Stale: p.stale, Throttles: p.throttles, OnRedirect: p.onRedirect,
+		Now: p.now, Registerer: p.deps.Registry, Logger: p.log})
 	return err
 }
 
