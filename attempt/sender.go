@@ -90,12 +90,21 @@ func (s *Sender) Send(rt http.RoundTripper, out *http.Request, target Target, ti
 		resp.Body = http.NoBody
 		return resp, nil
 	}
-	if outcome != breakerstate.Success || resp.ContentLength == 0 {
+	if !BodyDecides(out, resp) {
 		ticket.Done(outcome)
 		ticket = breakerstate.Ticket{}
 	}
 	resp.Body = newWatchedBody(resp, ticket, ctx, cancel, target.ReadTimeout)
 	return resp, nil
+}
+
+// BodyDecides reports whether the verdict on the answer resp to req waits
+// for its body to end: a success with bytes to come, which a body that
+// ends short or stalls still turns into a failure. Send reports every
+// other verdict when the headers arrive.
+func BodyDecides(req *http.Request, resp *http.Response) bool {
+	return resp.StatusCode != http.StatusSwitchingProtocols && !bodyless(req, resp) && resp.ContentLength != 0 &&
+		Decide(resp, nil, nil) == breakerstate.Success
 }
 
 func (s *Sender) observe(key string, resp *http.Response, err error, start time.Time) {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +14,7 @@ import (
 
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/config"
-	"github.com/nora-breaker/nora-breaker/internal/fakeclock"
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // rig is a Sender with real breakers on a fake clock and a loopback-only
@@ -89,16 +88,6 @@ func (r *rig) preloadFailure(t testing.TB, key string) {
 	}
 }
 
-func testUpstream(t testing.TB, format, raw string) *config.Upstream {
-	t.Helper()
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &config.Upstream{Format: format, URL: u, Key: format + ":" + raw, Hosts: []string{u.Hostname()},
-		ProxyTimeout: 5 * time.Second, ReadTimeout: 5 * time.Second}
-}
-
 // gate blocks handlers until the test releases it (or ends), so a server can
 // be made to stall at a chosen point without sleeping.
 type gate chan struct{}
@@ -138,7 +127,7 @@ func (shortBodyRT) RoundTrip(req *http.Request) (*http.Response, error) {
 func TestSenderShortBodyIsFailure(t *testing.T) {
 	t.Run("ends before Content-Length", func(t *testing.T) {
 		r := newRig(t, shortBodyRT{}, "maven:http://a.test")
-		u := testUpstream(t, "maven", "http://a.test")
+		u := testkit.ConfigUpstream(t, "maven", "http://a.test")
 		req := httptest.NewRequest(http.MethodGet, "http://a.test/x.jar", nil)
 		resp, err := r.send(req, u, r.admit(t, u.Key))
 		if err != nil {
@@ -166,7 +155,7 @@ func TestSenderShortBodyIsFailure(t *testing.T) {
 				conn.Close()
 			}
 		})
-		u := testUpstream(t, "maven", srv.URL)
+		u := testkit.ConfigUpstream(t, "maven", srv.URL)
 		r := newRig(t, nil, u.Key)
 		req := httptest.NewRequest(http.MethodGet, srv.URL+"/x.jar", nil)
 		resp, err := r.send(req, u, r.admit(t, u.Key))
@@ -195,7 +184,7 @@ func TestSenderStalledBodyIsFailure(t *testing.T) {
 		case <-r.Context().Done():
 		}
 	})
-	u := testUpstream(t, "docker", srv.URL)
+	u := testkit.ConfigUpstream(t, "docker", srv.URL)
 	u.ReadTimeout = 50 * time.Millisecond
 	r := newRig(t, nil, u.Key)
 	resp, err := r.send(httptest.NewRequest(http.MethodGet, srv.URL+"/v2/a/blobs/sha256:1", nil), u,
@@ -226,7 +215,7 @@ func TestSenderClientCancelMidBodyIsNeutral(t *testing.T) {
 		case <-r.Context().Done():
 		}
 	})
-	u := testUpstream(t, "maven", srv.URL)
+	u := testkit.ConfigUpstream(t, "maven", srv.URL)
 	r := newRig(t, nil, u.Key)
 	r.preloadFailure(t, u.Key)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -263,7 +252,7 @@ func TestSenderSuccessReportedOnlyAtEOF(t *testing.T) {
 		case <-r.Context().Done():
 		}
 	})
-	u := testUpstream(t, "maven", srv.URL)
+	u := testkit.ConfigUpstream(t, "maven", srv.URL)
 	r := newRig(t, nil, u.Key)
 	r.preloadFailure(t, u.Key)
 	resp, err := r.send(httptest.NewRequest(http.MethodGet, srv.URL+"/x.jar", nil), u, r.admit(t, u.Key))
@@ -324,7 +313,7 @@ func TestSenderHeaderTimeOutcomes(t *testing.T) {
 				w.WriteHeader(tc.status)
 				io.WriteString(w, "hello")
 			})
-			u := testUpstream(t, "maven", srv.URL)
+			u := testkit.ConfigUpstream(t, "maven", srv.URL)
 			u.ProxyTimeout = 50 * time.Millisecond
 			r := newRig(t, nil, u.Key)
 			r.preloadFailure(t, u.Key)
@@ -349,7 +338,7 @@ func TestSenderCloseBeforeEOFIsNeutral(t *testing.T) {
 	srv := newServer(t, func(w http.ResponseWriter, _ *http.Request) {
 		io.WriteString(w, strings.Repeat("y", 64<<10))
 	})
-	u := testUpstream(t, "maven", srv.URL)
+	u := testkit.ConfigUpstream(t, "maven", srv.URL)
 	r := newRig(t, nil, u.Key)
 	r.preloadFailure(t, u.Key)
 	resp, err := r.send(httptest.NewRequest(http.MethodGet, srv.URL+"/x", nil), u, r.admit(t, u.Key))
@@ -369,6 +358,8 @@ func TestSenderCloseBeforeEOFIsNeutral(t *testing.T) {
 }
 
 // fakeClock is the injected clock: tests move time instead of sleeping.
-type fakeClock = fakeclock.Clock
+type fakeClock = testkit.Clock
 
-func newFakeClock() *fakeClock { return fakeclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)) }
+func newFakeClock() *fakeClock {
+	return testkit.NewClockAt(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+}

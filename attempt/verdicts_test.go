@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // errReader fails the client's request body, as a malformed chunked body
@@ -81,7 +83,7 @@ func TestSenderVerdictPerInputClass(t *testing.T) {
 		t.Run(tc.class+": "+tc.name, func(t *testing.T) {
 			srv := httptest.NewServer(tc.handler)
 			t.Cleanup(srv.Close)
-			u := testUpstream(t, "maven", srv.URL)
+			u := testkit.ConfigUpstream(t, "maven", srv.URL)
 			u.ReadTimeout = 100 * time.Millisecond
 			r := newRig(t, nil, u.Key)
 			r.preloadFailure(t, u.Key)

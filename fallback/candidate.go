@@ -1,7 +1,9 @@
 package fallback
 
-// A candidate's request: rewritten for it, with a docker bearer token when
-// it wants one, its header wait cut to what is left of the search.
+// A candidate's attempts: the format sends them through a candidateCall,
+// which rewrites the request for the candidate, admits each attempt after
+// the first by the candidate's breaker, cuts its header wait to what is
+// left of the search, and lists it in the Result.
 
 import (
 	"net/http"
@@ -10,77 +12,69 @@ import (
 	"github.com/nora-breaker/nora-breaker/attempt"
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/config"
+	"github.com/nora-breaker/nora-breaker/fallback/format"
 )
 
-// sendCandidate sends the substituted request to cand. A docker candidate
-// gets the cached token for its scope on the first try; one that answers
-// 401 with a Bearer challenge gets a token negotiated once, and a retry.
+// sendCandidate lets the format make its attempts at cand, the first one
+// under the loop's admission t.
 func (s *search) sendCandidate(cand *config.Upstream, t breakerstate.Ticket) (*http.Response, error) {
-	rt := s.r.Settings.Transport
-	out := substitute(s.r.Client, cand, s.r.Rel, s.credentialHeaders())
-	docker := cand.Format == "docker" && s.c.o.Tokens != nil
-	sentCached := docker && s.withCachedToken(out, cand)
-	resp, err := s.c.o.Sender.Send(rt, out, s.candidateTarget(cand), t)
-	if err != nil || resp.StatusCode != http.StatusUnauthorized || !docker {
-		return resp, err
+	call := &candidateCall{c: s.c, client: s.r.Client, cand: cand, rel: s.r.Rel, creds: s.r.Settings.CredentialHeaders,
+		rt: s.r.Settings.Transport, deadline: s.deadline, ticket: t, admitted: true, attempts: s.attempts}
+	resp, err := s.fm.Send(format.Candidate{Upstream: cand, Client: s.r.Client, Rel: s.r.Rel, Env: s.env(),
+		Call: call})
+	if call.admitted {
+		// The format sent nothing: the admission is given back unused.
+		t.Done(breakerstate.Neutral)
 	}
-	ch, ok := bearerChallenge(resp.Header)
-	if !ok {
-		return resp, nil
-	}
-	s.c.realms.learn(cand, ch.Realm, s.r.Settings.KeyOf)
-	s.c.challenges.Store(cand.Key, Challenge{Scheme: ch.Scheme, Realm: ch.Realm, Service: ch.Service})
-	if len(ch.Scopes) == 0 {
-		ch.Scopes = dockerScope(s.r.Rel)
-	}
-	if sentCached {
-		// The registry refused a token we still thought fresh (revoked, or
-		// its clock disagrees): forget it and fetch anew.
-		s.c.o.Tokens.Invalidate(cand.Key, ch)
-	}
-	token, terr := s.c.o.Tokens.Token(s.r.Client.Context(), rt, cand.Key, cand.Auth, ch, s.c.realms.of(cand))
-	if terr != nil {
-		return resp, nil // the 401 stands; the loop moves on
-	}
-	drainClose(resp.Body)
-	t2, err := s.c.o.Breakers.Admit(cand.Key)
-	if err != nil {
-		return nil, err
-	}
-	retry := substitute(s.r.Client, cand, s.r.Rel, s.credentialHeaders())
-	retry.Header.Set("Authorization", "Bearer "+token)
-	resp, err = s.c.o.Sender.Send(rt, retry, s.candidateTarget(cand), t2)
-	if err == nil && resp.StatusCode == http.StatusUnauthorized {
-		s.c.o.Tokens.Invalidate(cand.Key, ch)
-	}
+	s.attempts = call.attempts
 	return resp, err
 }
 
-// withCachedToken puts the cached token for out's scope on out, when the
-// candidate's realm is known and a fresh token is cached; it reports
-// whether it did.
-func (s *search) withCachedToken(out *http.Request, cand *config.Upstream) bool {
-	v, ok := s.c.challenges.Load(cand.Key)
-	if !ok {
-		return false
-	}
-	ch := v.(Challenge)
-	ch.Scopes = dockerScope(s.r.Rel)
-	if len(ch.Scopes) == 0 {
-		return false
-	}
-	token, ok := s.c.o.Tokens.cached(cand.Key, cand.Auth, ch)
-	if ok {
-		out.Header.Set("Authorization", "Bearer "+token)
-	}
-	return ok
+// candidateCall is format.Call for one candidate. It holds copies of what
+// it needs rather than the search, which would otherwise have to live on
+// the heap for every request, the ones that never reach a candidate too.
+type candidateCall struct {
+	c        *Chain
+	client   *http.Request
+	cand     *config.Upstream
+	rel      string
+	creds    []string // as configured: nil is stale.DefaultCredentialHeaders
+	rt       http.RoundTripper
+	deadline time.Time
+	// ticket is the loop's admission, unused while admitted is true.
+	ticket   breakerstate.Ticket
+	admitted bool
+	attempts Attempts
 }
 
-// candidateTarget is cand's attempt target with its header timeout cut to
+// Request substitutes the client's request for the candidate.
+func (cc *candidateCall) Request() *http.Request {
+	return substitute(cc.client, cc.cand, cc.rel, credentialHeaders(cc.creds))
+}
+
+// Send makes one attempt at the candidate: the first under the loop's
+// admission, a later one (docker's retry with a token) only if the
+// candidate's breaker admits it again.
+func (cc *candidateCall) Send(out *http.Request) (*http.Response, error) {
+	t := cc.ticket
+	if !cc.admitted {
+		var err error
+		if t, err = cc.c.o.Breakers.Admit(cc.cand.Key); err != nil {
+			cc.attempts = append(cc.attempts, Attempt{Key: cc.cand.Key, Skipped: SkipBreaker})
+			return nil, err
+		}
+	}
+	cc.admitted = false
+	resp, err := cc.c.o.Sender.Send(cc.rt, out, cc.target(), t)
+	cc.attempts = append(cc.attempts, judged(cc.cand.Key, out, resp, err))
+	return resp, err
+}
+
+// target is the candidate's attempt target with its header timeout cut to
 // what is left of the search's deadline.
-func (s *search) candidateTarget(cand *config.Upstream) attempt.Target {
-	t := targetOf(cand)
-	left := s.deadline.Sub(s.c.o.Now())
+func (cc *candidateCall) target() attempt.Target {
+	t := targetOf(cc.cand)
+	left := cc.deadline.Sub(cc.c.o.Now())
 	if left < t.HeaderTimeout {
 		t.HeaderTimeout = max(left, time.Millisecond)
 	}

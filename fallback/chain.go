@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,6 +13,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/attempt"
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/config"
+	"github.com/nora-breaker/nora-breaker/fallback/format"
 	"github.com/nora-breaker/nora-breaker/stale"
 	"github.com/nora-breaker/nora-breaker/throttle"
 )
@@ -21,14 +21,15 @@ import (
 // defaultDeadline bounds the search for a candidate that answers.
 const defaultDeadline = 60 * time.Second
 
-// Options configures a Chain. Zero values: Tokens nil means docker
-// candidates get no bearer token negotiation; Stale nil means no stale
-// copies; Deadline zero means 60 s.
+// Options configures a Chain. Zero values: Formats nil means every format
+// is format.Plain; Stale nil means no stale copies; Deadline zero means 60 s.
 type Options struct {
 	Breakers *breakerstate.Set
 	Sender   *attempt.Sender
-	Tokens   *TokenSource
-	Stale    *stale.Cache
+	// Formats holds what each format adds to the loop (docker's tokens,
+	// PyPI's links); a format without an entry is format.Plain.
+	Formats format.Set
+	Stale   *stale.Cache
 	// Throttles holds the hosts that answered 429 (nil: never throttle).
 	Throttles *throttle.Table
 	// OnRedirect, when set, hears of every redirect a classified upstream
@@ -37,7 +38,11 @@ type Options struct {
 	OnRedirect func(upstream string, target *url.URL)
 	// Deadline bounds the time spent waiting for candidates' headers,
 	// across all candidates. A body that is being served streams on.
-	Deadline   time.Duration
+	Deadline time.Duration
+	// Now is the clock of the search's deadline. It must be the clock the
+	// attempts' timers run on (time.Now, which inside a testing/synctest
+	// bubble is the bubble's): a candidate's header wait is cut to the
+	// time Now says is left, and attempt's timer then counts it down.
 	Now        func() time.Time
 	Registerer prometheus.Registerer
 	Logger     zerolog.Logger
@@ -45,13 +50,7 @@ type Options struct {
 
 // Chain decides classified requests. It is safe for concurrent use.
 type Chain struct {
-	o      Options
-	realms realms
-	tokens identities
-	blobs  blobRedirects
-	// challenges holds each docker candidate's last Bearer challenge, to
-	// find its cached token before it asks again.
-	challenges  sync.Map // candidate key → Challenge
+	o           Options
 	fallbacks   *prometheus.CounterVec
 	staleServed *prometheus.CounterVec
 }
@@ -68,9 +67,9 @@ type Settings struct {
 	// never sent to a candidate, and what stale copies are kept apart by.
 	// nil means stale.DefaultCredentialHeaders.
 	CredentialHeaders []string
-	// KeyOf returns the breaker key of the host a URL goes to, or "" when
-	// it is no upstream's (used to find a docker token realm's breaker).
-	KeyOf func(*url.URL) string
+	// Routes names the breaker key of the host a URL goes to (a format
+	// uses it to find the breaker of a docker token realm); nil: none.
+	Routes format.Routes
 	// ThrottleDefault is how long a 429 without a usable Retry-After
 	// throttles its host.
 	ThrottleDefault time.Duration
@@ -84,8 +83,9 @@ type Request struct {
 	// Addressed is the upstream the client addressed and HostKey the
 	// breaker key of the host the request goes to (Addressed.Key for its URL
 	// host, "<key>@<host>" for an alias host); Rel the escaped path below
-	// its URL; Candidates the upstreams that may be asked instead, in order
-	// (none for alias requests, bound or single upstreams).
+	// its URL; Candidates the upstreams that may be asked instead, in the
+	// order the loop asks them (none for alias requests, bound or single
+	// upstreams). The loop takes them as given.
 	Addressed  *config.Upstream
 	HostKey    string
 	Rel        string
@@ -98,7 +98,8 @@ type Result struct {
 	Resp     *http.Response
 	Kind     answer.Result
 	ServedBy string // breaker key of the upstream that served, "" if none
-	Attempts int    // upstreams asked (a docker token retry is the same attempt)
+	// Attempts lists, in order, each upstream the loop asked or skipped.
+	Attempts Attempts
 }
 
 // New builds a Chain and registers its metrics.
@@ -127,21 +128,23 @@ func New(o Options) (*Chain, error) {
 
 // Serve decides r: the one loop over the addressed upstream and then its
 // candidates, then a stale copy, then the terminal answer. Each pass asks
-// one upstream, after two checks (is its host throttled, does its breaker
-// admit it); a pass that produces the client's answer ends the loop.
+// one upstream, after two checks (may the loop go on, is the upstream
+// admitted); a pass that produces the client's answer ends the loop.
 func (c *Chain) Serve(r Request) Result {
 	if r.HostKey == "" {
 		r.HostKey = r.Addressed.Key
 	}
-	s := &search{c: c, r: r}
-	for i, u := range s.upstreams() {
+	s := &search{c: c, r: r, fm: c.o.Formats.Of(r.Addressed.Format),
+		attempts: make(Attempts, 0, 1+len(r.Candidates))}
+	for i := 0; i <= len(r.Candidates); i++ {
+		u := s.upstream(i)
 		if i > 0 && !s.mayGoOn() {
 			break
 		}
 		ticket, admitted := s.admit(i, u)
 		if !admitted {
 			if i == 0 && !substitutable(r.Client.Method) {
-				return Result{Resp: s.unavailable(), Kind: answer.Synthesized503}
+				return s.result(s.unavailable(), answer.Synthesized503, "")
 			}
 			continue
 		}
@@ -158,8 +161,3 @@ func (c *Chain) Serve(r Request) Result {
 func substitutable(method string) bool {
 	return method == http.MethodGet || method == http.MethodHead
 }
-
-// notFoundIsTruth: for maven and docker another upstream's 404 is good enough
-// to answer 404; for the rest (pypi especially) a skipped upstream might have
-// had it, so only 503 is honest.
-func notFoundIsTruth(format string) bool { return format == "maven" || format == "docker" }

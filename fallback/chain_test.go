@@ -4,7 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"sync/atomic"
+	"slices"
 	"testing"
 	"time"
 
@@ -13,41 +13,37 @@ import (
 	"github.com/nora-breaker/nora-breaker/answer"
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/config"
+	"github.com/nora-breaker/nora-breaker/fallback/format"
+	"github.com/nora-breaker/nora-breaker/fallback/format/docker"
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
-// chainRig is a Chain over two upstreams of one format: A (addressed,
-// served by aHandler, which fails the test unless a case sets it) and B (its
+// chainRig is a Chain over two upstreams of one format on loopback: A
+// (addressed, which fails the test unless a case scripts it) and B (its
 // only candidate), B served by handler.
 type chainRig struct {
 	*rig
-	chain    *Chain
-	a, b     *config.Upstream
-	bHits    atomic.Int64
-	aHandler atomic.Pointer[http.HandlerFunc]
+	chain *Chain
+	a, b  *config.Upstream
+	aUp   *testkit.Upstream
+	bUp   *testkit.Upstream
 }
 
-func newChainRig(t *testing.T, format string, handler http.HandlerFunc) *chainRig {
+func newChainRig(t *testing.T, formatName string, handler http.HandlerFunc) *chainRig {
 	t.Helper()
 	cr := &chainRig{}
-	a := newServer(t, func(w http.ResponseWriter, r *http.Request) {
-		h := cr.aHandler.Load()
-		if h == nil {
-			t.Errorf("A was asked for %s but should not have been", r.URL.Path)
-			http.Error(w, "not expected", http.StatusTeapot)
-			return
-		}
-		(*h)(w, r)
+	cr.aUp = testkit.NewUpstream(func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("A was asked for %s but should not have been", r.URL.Path)
+		http.Error(w, "not expected", http.StatusTeapot)
 	})
-	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
-		cr.bHits.Add(1)
-		handler(w, r)
-	})
-	cr.a = testUpstream(t, format, a.URL+"/repo")
-	cr.b = testUpstream(t, format, srv.URL+"/mirror")
+	cr.bUp = testkit.NewUpstream(handler)
+	cr.a = testkit.ConfigUpstream(t, formatName, cr.aUp.Start(t).URL+"/repo")
+	cr.b = testkit.ConfigUpstream(t, formatName, cr.bUp.Start(t).URL+"/mirror")
 	cr.rig = newRig(t, cr.a.Key, cr.b.Key)
 	var err error
 	cr.chain, err = New(Options{Breakers: cr.set, Sender: cr.sender, Now: cr.clock.Now, Registerer: cr.reg,
-		Logger: zerolog.Nop()})
+		Logger: zerolog.Nop(), Formats: format.Set{"maven": format.Plain{FinalNotFound: true},
+			"docker": docker.New(docker.Options{Now: cr.clock.Now, Breakers: cr.set})}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +51,7 @@ func newChainRig(t *testing.T, format string, handler http.HandlerFunc) *chainRi
 }
 
 // serveA makes A answer with h.
-func (cr *chainRig) serveA(h http.HandlerFunc) { cr.aHandler.Store(&h) }
+func (cr *chainRig) serveA(h http.HandlerFunc) { cr.aUp.Script(h) }
 
 func (cr *chainRig) request(method, rel string) Request {
 	req := httptest.NewRequest(method, cr.a.URL.String()+rel, nil)
@@ -101,8 +97,8 @@ func TestChainRejected(t *testing.T) {
 			}
 			res := cr.chain.Serve(cr.request(tc.method, "/g/a.jar"))
 			defer res.Resp.Body.Close()
-			if res.Resp.StatusCode != tc.wantStatus || res.Kind != tc.wantKind || cr.bHits.Load() != int64(tc.wantBHits) {
-				t.Fatalf("got %d %s (B hits %d), want %d %s (%d)", res.Resp.StatusCode, res.Kind, cr.bHits.Load(),
+			if res.Resp.StatusCode != tc.wantStatus || res.Kind != tc.wantKind || cr.bUp.Hits() != int64(tc.wantBHits) {
+				t.Fatalf("got %d %s (B hits %d), want %d %s (%d)", res.Resp.StatusCode, res.Kind, cr.bUp.Hits(),
 					tc.wantStatus, tc.wantKind, tc.wantBHits)
 			}
 			if tc.wantKind != answer.Fallback {
@@ -138,8 +134,9 @@ func TestChainRetryAfterIsSmallestOpenTime(t *testing.T) {
 	cr.clock.Advance(10 * time.Second)
 	res := cr.chain.Serve(cr.request(http.MethodGet, "/g/a.jar"))
 	res.Resp.Body.Close()
-	if res.Resp.StatusCode != 503 || res.Resp.Header.Get("Retry-After") != "20" || res.Attempts != 0 {
-		t.Fatalf("got %d Retry-After %q attempts %d", res.Resp.StatusCode, res.Resp.Header.Get("Retry-After"), res.Attempts)
+	want := Attempts{{Key: cr.a.Key, Skipped: SkipBreaker}, {Key: cr.b.Key, Skipped: SkipBreaker}}
+	if res.Resp.StatusCode != 503 || res.Resp.Header.Get("Retry-After") != "20" || !slices.Equal(res.Attempts, want) {
+		t.Fatalf("got %d Retry-After %q attempts %+v", res.Resp.StatusCode, res.Resp.Header.Get("Retry-After"), res.Attempts)
 	}
 }
 
@@ -201,8 +198,8 @@ func TestChainFailed(t *testing.T) {
 			if tc.bStatus != 0 {
 				wantAttempts = 2
 			}
-			if res.Attempts != wantAttempts {
-				t.Errorf("attempts %d, want %d", res.Attempts, wantAttempts)
+			if len(res.Attempts) != wantAttempts {
+				t.Errorf("attempts %+v, want %d", res.Attempts, wantAttempts)
 			}
 		})
 	}

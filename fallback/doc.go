@@ -7,7 +7,8 @@
 // cannot serve", is the account of it.
 //
 // One attempt at one upstream is package attempt's job; the proxy's own
-// answers are package answer's. This package owns what lies between: the
-// order of the attempts, substitution, docker bearer tokens for substituted
-// registries, PyPI link rewriting, stale copies, and the terminal answer.
+// answers are package answer's; what one format adds to the loop (docker's
+// bearer tokens, PyPI's links) is its package's under fallback/format. This
+// package owns what lies between: the order of the attempts, substitution,
+// stale copies, the terminal answer, and the record of every attempt.
 package fallback

@@ -2,8 +2,6 @@ package fallback
 
 import (
 	"net/http"
-	"net/http/httptest"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +10,7 @@ import (
 
 	"github.com/nora-breaker/nora-breaker/attempt"
 	"github.com/nora-breaker/nora-breaker/breakerstate"
-	"github.com/nora-breaker/nora-breaker/config"
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // rig holds real breakers on a fake clock, a Sender and a loopback-only
@@ -23,6 +21,13 @@ type rig struct {
 	sender *attempt.Sender
 	tr     *http.Transport
 	reg    *prometheus.Registry
+}
+
+// fakeClock is the injected clock: tests move time instead of sleeping.
+type fakeClock = testkit.Clock
+
+func newFakeClock() *fakeClock {
+	return testkit.NewClockAt(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 }
 
 func newRig(t testing.TB, keys ...string) *rig {
@@ -54,21 +59,4 @@ func (r *rig) admit(t testing.TB, key string) breakerstate.Ticket {
 		t.Fatalf("Allow(%s): %v", key, err)
 	}
 	return tk
-}
-
-func testUpstream(t testing.TB, format, raw string) *config.Upstream {
-	t.Helper()
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &config.Upstream{Format: format, URL: u, Key: format + ":" + raw, Hosts: []string{u.Hostname()},
-		ProxyTimeout: 5 * time.Second, ReadTimeout: 5 * time.Second}
-}
-
-func newServer(t testing.TB, h http.HandlerFunc) *httptest.Server {
-	t.Helper()
-	s := httptest.NewServer(h)
-	t.Cleanup(s.Close)
-	return s
 }

@@ -3,6 +3,8 @@ package fallback
 import (
 	"net/http"
 	"net/url"
+
+	"github.com/nora-breaker/nora-breaker/fallback/format"
 )
 
 // absoluteLocation makes relative Location headers in h absolute against
@@ -17,7 +19,7 @@ func absoluteLocation(h http.Header, base *url.URL) {
 	if len(vals) == 0 {
 		return
 	}
-	b := withoutUserinfo(base)
+	b := format.WithoutUserinfo(base)
 	for i, v := range vals {
 		ref, err := url.Parse(v)
 		if err != nil || ref.Scheme != "" {
@@ -25,16 +27,4 @@ func absoluteLocation(h http.Header, base *url.URL) {
 		}
 		vals[i] = b.ResolveReference(ref).String()
 	}
-}
-
-// withoutUserinfo returns u without user:pass. url.ResolveReference copies
-// the base's userinfo into relative references, which would hand the
-// candidate's configured credentials to the client.
-func withoutUserinfo(u *url.URL) *url.URL {
-	if u.User == nil {
-		return u
-	}
-	c := *u
-	c.User = nil
-	return &c
 }

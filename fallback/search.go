@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/nora-breaker/nora-breaker/answer"
@@ -12,6 +11,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/config"
 	"github.com/nora-breaker/nora-breaker/destination"
+	"github.com/nora-breaker/nora-breaker/fallback/format"
 	"github.com/nora-breaker/nora-breaker/stale"
 	"github.com/nora-breaker/nora-breaker/throttle"
 )
@@ -27,10 +27,11 @@ var errClientGone = errors.New("client went away")
 // search is one request's pass through the loop: what it has learned so far
 // and what the terminal answer will be built from.
 type search struct {
-	c *Chain
-	r Request
+	c  *Chain
+	r  Request
+	fm format.Format // the addressed upstream's format, which its candidates share
 
-	attempts int
+	attempts Attempts
 	// skipped lists the keys whose breaker refused an attempt (addressed
 	// first when it was refused), for the 503's Retry-After.
 	skipped []string
@@ -49,9 +50,13 @@ type search struct {
 	throttled bool
 }
 
-// upstreams is the loop's order: the addressed upstream, then candidates.
-func (s *search) upstreams() []*config.Upstream {
-	return append([]*config.Upstream{s.r.Addressed}, s.r.Candidates...)
+// upstream is the i-th upstream of the loop's order: the addressed
+// upstream, then the candidates as the request lists them.
+func (s *search) upstream(i int) *config.Upstream {
+	if i == 0 {
+		return s.r.Addressed
+	}
+	return s.r.Candidates[i-1]
 }
 
 // mayGoOn reports whether the loop may ask another upstream: only for a GET
@@ -75,16 +80,19 @@ func (s *search) admit(i int, u *config.Upstream) (breakerstate.Ticket, bool) {
 	if s.c.o.Throttles != nil && substitutable(s.r.Client.Method) && s.c.o.Throttles.Left(key) > 0 {
 		// It asked to be left alone: not asked, and no refusal counted.
 		s.throttled = s.throttled || i == 0
+		s.attempts = append(s.attempts, Attempt{Key: key, Skipped: SkipThrottled})
 		return breakerstate.Ticket{}, false
 	}
-	if rk := s.c.realms.of(u); key == u.Key && rk != "" && s.c.o.Breakers.Refusing(rk) {
+	if rk := s.fm.Realm(u); key == u.Key && rk != "" && s.c.o.Breakers.Refusing(rk) {
 		// Its clients cannot get a token: treat the registry as refused.
 		s.skipped = append(s.skipped, rk)
+		s.attempts = append(s.attempts, Attempt{Key: key, Skipped: SkipRealm, Realm: rk})
 		return breakerstate.Ticket{}, false
 	}
 	t, err := s.c.o.Breakers.Admit(key)
 	if err != nil {
 		s.skipped = append(s.skipped, key)
+		s.attempts = append(s.attempts, Attempt{Key: key, Skipped: SkipBreaker})
 		return t, false
 	}
 	return t, true
@@ -101,7 +109,6 @@ func (s *search) keyOf(i int, u *config.Upstream) string {
 // ask makes the attempt at u, the i-th upstream of the loop, and reports
 // whether its answer ends the loop.
 func (s *search) ask(i int, u *config.Upstream, t breakerstate.Ticket) (Result, bool) {
-	s.attempts++
 	if i == 0 {
 		return s.askAddressed(u, t)
 	}
@@ -116,6 +123,7 @@ func (s *search) askAddressed(u *config.Upstream, t breakerstate.Ticket) (Result
 	target := targetOf(u)
 	target.Key = key
 	resp, err := s.c.o.Sender.Send(s.r.Settings.Transport, req, target, t)
+	s.attempts = append(s.attempts, judged(key, req, resp, err))
 	switch {
 	case err != nil && req.Context().Err() != nil:
 		return s.result(answer.ForError(req, u.Format, key, errClientGone), answer.Error, ""), true
@@ -153,7 +161,7 @@ func (s *search) askCandidate(u *config.Upstream, t breakerstate.Ticket) (Result
 	switch {
 	case resp.StatusCode < 400:
 		s.c.fallbacks.WithLabelValues(s.r.HostKey, u.Key).Inc()
-		resp = s.c.present(s.r, u, resp)
+		resp = s.present(u, resp)
 		s.observe(u, s.r.Client, resp)
 		// The client addressed this URL: the next outage of the whole chain
 		// should still find the artifact under it.
@@ -161,25 +169,13 @@ func (s *search) askCandidate(u *config.Upstream, t breakerstate.Ticket) (Result
 		return s.result(resp, answer.Fallback, u.Key), true
 	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone:
 		s.saw404 = true
-		drainClose(resp.Body)
+		format.DrainClose(resp.Body)
 	case resp.StatusCode == http.StatusTooManyRequests && s.c.o.Throttles != nil:
 		s.throttle(u.Key, resp)
 	default:
-		drainClose(resp.Body)
+		format.DrainClose(resp.Body)
 	}
 	return Result{}, false
-}
-
-// noteRedirect tells OnRedirect of a redirect u answered to another host.
-func (s *search) noteRedirect(u *config.Upstream, resp *http.Response) {
-	if s.c.o.OnRedirect == nil || resp.StatusCode < 300 || resp.StatusCode > 399 {
-		return
-	}
-	loc, err := resp.Location()
-	if err != nil || resp.Request == nil || strings.EqualFold(loc.Host, resp.Request.URL.Host) {
-		return
-	}
-	s.c.o.OnRedirect(u.Key, loc)
 }
 
 // throttle marks key's host throttled for as long as its 429 asks (capped),
@@ -189,26 +185,26 @@ func (s *search) throttle(key string, resp *http.Response) {
 	wait := throttle.Wait(resp.Header, now, s.r.Settings.ThrottleDefault)
 	s.c.o.Throttles.Mark(key, now.Add(wait))
 	s.c.o.Logger.Info().Str("key", key).Dur("for", wait).Msg("upstream rate limiting: host throttled")
-	drainClose(resp.Body)
+	format.DrainClose(resp.Body)
 }
 
 // exhausted builds the answer when no upstream served: a stale copy, else
 // another upstream's 404 where that is the truth, else the addressed
 // upstream's own failure, else the proxy's 503.
 func (s *search) exhausted() Result {
-	req, format, key := s.r.Client, s.r.Addressed.Format, s.r.HostKey
+	req, dialect, key := s.r.Client, s.r.Addressed.Format, s.r.HostKey
 	if res, ok := s.staleCopy(); ok {
 		return res
 	}
 	switch {
 	case s.throttled:
-		return s.result(answer.TooManyRequests(req, format, key, s.c.o.Throttles.Left(key)), answer.Throttled, "")
-	case s.saw404 && notFoundIsTruth(format):
-		return s.result(answer.NotFound(req, format, key), answer.Synthesized404, "")
+		return s.result(answer.TooManyRequests(req, dialect, key, s.c.o.Throttles.Left(key)), answer.Throttled, "")
+	case s.saw404 && s.fm.NotFoundIsFinal():
+		return s.result(answer.NotFound(req, dialect, key), answer.Synthesized404, "")
 	case s.replay != nil:
 		return s.result(s.replay(req), answer.Forwarded, key)
 	case s.cause != nil:
-		return s.result(answer.ForError(req, format, key, s.cause), answer.Error, "")
+		return s.result(answer.ForError(req, dialect, key, s.cause), answer.Error, "")
 	}
 	return s.result(s.unavailable(), answer.Synthesized503, "")
 }
@@ -231,10 +227,11 @@ func (s *search) unavailable() *http.Response {
 	return answer.Unavailable(s.r.Client, s.r.Addressed.Format, s.r.HostKey, state.String(), wait)
 }
 
-// credentialHeaders are the headers a candidate must never see.
-func (s *search) credentialHeaders() []string {
-	if h := s.r.Settings.CredentialHeaders; h != nil {
-		return h
+// credentialHeaders are the headers a candidate must never see: the
+// configured ones, else the default list.
+func credentialHeaders(configured []string) []string {
+	if configured != nil {
+		return configured
 	}
 	return stale.DefaultCredentialHeaders()
 }
@@ -257,7 +254,7 @@ func keepFailure(resp *http.Response) func(*http.Request) *http.Response {
 		cp := *resp
 		cp.Header = resp.Header.Clone()
 		cp.Request = req
-		cp.Body = newBytesBody(body)
+		cp.Body = format.NewBytesBody(body)
 		cp.ContentLength = int64(len(body))
 		cp.Header.Del("Content-Length")
 		cp.TransferEncoding = nil
@@ -266,11 +263,4 @@ func keepFailure(resp *http.Response) func(*http.Request) *http.Response {
 		}
 		return &cp
 	}
-}
-
-// drainClose reads a little of an unwanted body so the connection can be
-// reused, then closes it.
-func drainClose(rc io.ReadCloser) {
-	_, _ = io.CopyN(io.Discard, rc, 4<<10)
-	rc.Close()
 }

@@ -1,13 +1,16 @@
 package fallback
 
 // The stale cache's part in the loop: which copy a request is kept and
-// looked up under, and what an answer teaches about later ones.
+// looked up under (the format decides), and what an answer teaches about
+// later ones.
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/nora-breaker/nora-breaker/answer"
 	"github.com/nora-breaker/nora-breaker/config"
+	"github.com/nora-breaker/nora-breaker/fallback/format"
 	"github.com/nora-breaker/nora-breaker/stale"
 )
 
@@ -17,11 +20,11 @@ func (s *search) staleCopy() (Result, bool) {
 	if st == nil {
 		return Result{}, false
 	}
-	ref, ok := s.staleRef()
+	key, ok := s.staleKey()
 	if !ok {
 		return Result{}, false
 	}
-	e, ok := s.findStale(ref)
+	e, ok := s.findStale(key)
 	if !ok {
 		return Result{}, false
 	}
@@ -33,35 +36,33 @@ func (s *search) staleCopy() (Result, bool) {
 	return s.result(resp, answer.Stale, ""), true
 }
 
-// findStale finds the copy for ref; a HEAD takes its own kept answer
-// first, else the GET's headers.
-func (s *search) findStale(ref stale.Ref) (*stale.Entry, bool) {
-	if s.keepsHead() {
-		if e, ok := s.c.o.Stale.Find(ref.HeadRef()); ok {
+// findStale finds the copy for key; a HEAD that keeps its own answer takes
+// it first, else the GET's headers.
+func (s *search) findStale(key format.StaleKey) (*stale.Entry, bool) {
+	if key.OwnHead && s.r.Client.Method == http.MethodHead {
+		if e, ok := s.c.o.Stale.Find(key.Ref.HeadRef()); ok {
 			return e, true
 		}
 	}
-	return s.c.o.Stale.Find(ref)
+	return s.c.o.Stale.Find(key.Ref)
 }
 
-// keepsHead reports a request whose HEAD answer is kept on its own: a
-// docker manifest's, which containerd only ever asks for with HEAD.
-func (s *search) keepsHead() bool {
-	req := s.r.Client
-	return req.Method == http.MethodHead && s.r.Addressed.Format == "docker" && stale.DockerManifest(req.URL.Path)
-}
-
-// keepStale stores a copy of a cacheable answer while it streams.
+// keepStale stores a copy of a cacheable answer while it streams: a GET's,
+// and a HEAD's that its format keeps on its own.
 func (s *search) keepStale(resp *http.Response) {
 	st, req := s.c.o.Stale, s.r.Client
-	if st == nil || (req.Method != http.MethodGet && !s.keepsHead()) {
+	if st == nil || (req.Method != http.MethodGet && req.Method != http.MethodHead) {
 		return
 	}
-	ref, ok := s.staleRef()
+	key, ok := s.staleKey()
 	if !ok {
 		return
 	}
-	if s.keepsHead() {
+	ref := key.Ref
+	if req.Method == http.MethodHead {
+		if !key.OwnHead {
+			return
+		}
 		ref = ref.HeadRef()
 	}
 	if st.StorableFor(ref, req, resp) {
@@ -69,41 +70,38 @@ func (s *search) keepStale(resp *http.Response) {
 	}
 }
 
-// stalePolicy is how the request's copies are keyed under its settings.
-func (s *search) stalePolicy() stale.Policy {
-	p := stale.Policy{Mode: s.r.Settings.StaleMode, CredentialHeaders: s.r.Settings.CredentialHeaders}
-	if s.r.Addressed.Format == "docker" {
-		p.Credential = s.c.tokens.credential
-	}
-	return p
+// staleKey is the key the request's copies are kept and looked up under.
+func (s *search) staleKey() (format.StaleKey, bool) {
+	return s.fm.Stale(s.r.Addressed, s.r.Client, s.stalePolicy())
 }
 
-// staleRef is the Ref the request's copies are kept and looked up under.
-func (s *search) staleRef() (stale.Ref, bool) {
-	p := s.stalePolicy()
-	if s.r.Addressed.Format == "docker" {
-		return s.c.dockerRef(p, s.r.Client)
-	}
-	return p.For(s.r.Client, s.r.Addressed.Format)
+// stalePolicy is how the request's copies are keyed under its settings;
+// a format may refine it (docker names credentials by token).
+func (s *search) stalePolicy() stale.Policy {
+	return stale.Policy{Mode: s.r.Settings.StaleMode, CredentialHeaders: s.r.Settings.CredentialHeaders}
+}
+
+// env is what the request's settings lend its format.
+func (s *search) env() format.Env {
+	return format.Env{Transport: s.r.Settings.Transport, Routes: s.r.Settings.Routes, Stale: s.stalePolicy()}
 }
 
 // observe learns what an answer of u to req teaches, whoever gave it (the
-// upstream, a candidate, the stale cache): where its redirect went, and,
-// for docker, where its token realm is, who a token stands for, and where a
-// blob's bytes live.
+// upstream, a candidate, the stale cache): where its redirect went, and
+// whatever the format learns from it.
 func (s *search) observe(u *config.Upstream, req *http.Request, resp *http.Response) {
 	s.noteRedirect(u, resp)
-	if u.Format != "docker" {
+	s.fm.Observe(format.Answer{Upstream: u, Request: req, Response: resp, Env: s.env()})
+}
+
+// noteRedirect tells OnRedirect of a redirect u answered to another host.
+func (s *search) noteRedirect(u *config.Upstream, resp *http.Response) {
+	if s.c.o.OnRedirect == nil || resp.StatusCode < 300 || resp.StatusCode > 399 {
 		return
 	}
-	switch {
-	case resp.StatusCode == http.StatusUnauthorized:
-		if ch, ok := bearerChallenge(resp.Header); ok {
-			s.c.realms.learn(u, ch.Realm, s.r.Settings.KeyOf)
-		}
-	case isTokenRequest(req):
-		s.c.tokens.learnToken(resp, s.stalePolicy().CredentialOf(req))
-	default:
-		s.c.noteBlobRedirect(s.stalePolicy(), req, resp)
+	loc, err := resp.Location()
+	if err != nil || resp.Request == nil || strings.EqualFold(loc.Host, resp.Request.URL.Host) {
+		return
 	}
+	s.c.o.OnRedirect(u.Key, loc)
 }

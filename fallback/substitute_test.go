@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 	"github.com/nora-breaker/nora-breaker/stale"
 )
 
@@ -43,7 +44,7 @@ func TestSubstitute(t *testing.T) {
 			client.Header.Set("Private-Token", "gitlab-token")
 			client.Header.Set("X-Api-Key", "key")
 			client.Header.Set("X-My-Registry-Token", "custom")
-			cand := testUpstream(t, "maven", tc.cand)
+			cand := testkit.ConfigUpstream(t, "maven", tc.cand)
 			cand.Auth = tc.auth
 			out := substitute(client, cand, tc.rel, append(stale.DefaultCredentialHeaders(), "X-My-Registry-Token"))
 			if got := out.URL.String(); got != tc.wantURL {

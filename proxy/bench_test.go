@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nora-breaker/nora-breaker/breakerstate"
+	"github.com/nora-breaker/nora-breaker/fallback"
 	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
@@ -39,7 +40,8 @@ func BenchmarkRequestLogLine(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		rec := p.newRecord(req)
-		rec.route, rec.result, rec.status, rec.attempts = m, "forwarded", 200, 1
+		rec.route, rec.result, rec.status = m, "forwarded", 200
+		rec.attempts = fallback.Attempts{{Key: m.Key, Status: 200}}
 		p.emit(rec, 4096)
 	}
 }

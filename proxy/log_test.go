@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -55,12 +56,18 @@ func TestLogOneLinePerRequestWithoutSecrets(t *testing.T) {
 	}
 	want := map[string]any{"method": "GET", "scheme": "http", "host": host, "path": "/maven2/g/a.jar",
 		"format": "maven", "key": ixKey(up.URL), "result": "forwarded", "status": float64(200),
-		"attempts": float64(1), "bytes": float64(len("artifact")), "query": "token=REDACTED&q=keep",
+		"bytes": float64(len("artifact")), "query": "token=REDACTED&q=keep",
 		"served_by": ixKey(up.URL), "level": "info"}
 	for k, v := range want {
 		if get[k] != v {
 			t.Errorf("%s = %v, want %v", k, get[k], v)
 		}
+	}
+	// One attempt, whose body (8 bytes to come) had the last word.
+	attempts := []any{map[string]any{"key": ixKey(up.URL), "verdict": "success", "pending": true,
+		"status": float64(200)}}
+	if !reflect.DeepEqual(get["attempts"], attempts) {
+		t.Errorf("attempts = %v, want %v", get["attempts"], attempts)
 	}
 	if _, ok := get["duration_ms"].(float64); !ok {
 		t.Errorf("duration_ms missing: %v", get)

@@ -173,16 +173,12 @@ func (p *Proxy) buildFallback(cfg *config.Config) error {
 			return fmt.Errorf("stale cache: %w", err)
 		}
 	}
-	// No client of its own: every token fetch goes through the requesting
-	// snapshot's transport (the fallback loop hands it to Token), bounded
-	// by the source's own fetch timeout.
-	tokens := fallback.NewTokenSource(fallback.TokenOptions{Now: p.now, Breakers: p.breakers})
 	if p.throttles, err = throttle.New(p.now, keyNames(keySettings(cfg)), p.deps.Registry); err != nil {
 		return err
 	}
-	p.chain, err = fallback.New(fallback.Options{Breakers: p.breakers, Sender: sender, Tokens: tokens,
-		Stale: p.stale, Throttles: p.throttles, OnRedirect: p.onRedirect, Now: p.now,
-		Registerer: p.deps.Registry, Logger: p.log})
+	p.chain, err = fallback.New(fallback.Options{Breakers: p.breakers, Sender: sender,
+		Formats: formats(p.now, p.breakers), Stale: p.stale, Throttles: p.throttles, OnRedirect: p.onRedirect,
+		Now: p.now, Registerer: p.deps.Registry, Logger: p.log})
 	return err
 }
 

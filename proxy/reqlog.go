@@ -35,7 +35,7 @@ type record struct {
 	route    route.Route
 	result   answer.Result
 	servedBy string
-	attempts int
+	attempts fallback.Attempts
 	status   int
 }
 
@@ -109,7 +109,7 @@ func (p *Proxy) emit(rec *record, bytes int64) {
 		Str("path", rec.path).Str("query", rec.query).Str("client", rec.client).
 		Str("format", rec.format()).Str("key", rec.key()).Bool("alias", rec.route.Alias).
 		Str("result", string(rec.result)).Int("status", rec.status).Str("served_by", rec.servedBy).
-		Int("attempts", rec.attempts).Int64("bytes", bytes).
+		Array("attempts", &rec.attempts).Int64("bytes", bytes).
 		Float64("duration_ms", float64(p.now().Sub(rec.start).Microseconds())/1000).
 		Msg("request")
 }

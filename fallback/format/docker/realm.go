@@ -1,10 +1,11 @@
-package fallback
+package docker
 
 import (
 	"net/url"
 	"sync"
 
 	"github.com/nora-breaker/nora-breaker/config"
+	"github.com/nora-breaker/nora-breaker/fallback/format"
 )
 
 // realms remembers, for each docker upstream, the breaker key of the host
@@ -17,16 +18,16 @@ type realms struct {
 }
 
 // learn records the realm named by a docker upstream's 401, when the realm's
-// host belongs to a configured upstream (keyOf names its breaker).
-func (rs *realms) learn(u *config.Upstream, challengeRealm string, keyOf func(*url.URL) string) {
-	if u.Format != "docker" || keyOf == nil {
+// host belongs to a configured upstream (routes names its breaker).
+func (rs *realms) learn(u *config.Upstream, challengeRealm string, routes format.Routes) {
+	if routes == nil {
 		return
 	}
 	ru, err := url.Parse(challengeRealm)
 	if err != nil {
 		return
 	}
-	if k := keyOf(ru); k != "" && k != u.Key {
+	if k := routes.KeyOf(ru); k != "" && k != u.Key {
 		rs.byUpstream.Store(u.Key, k)
 	}
 }

@@ -1,4 +1,4 @@
-package fallback
+package docker
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nora-breaker/nora-breaker/fallback/format"
 	"github.com/nora-breaker/nora-breaker/stale"
 )
 
@@ -133,11 +134,11 @@ func (id *identities) learnToken(resp *http.Response, cred string) {
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxTokenAnswer+1))
 	if err != nil || len(body) > maxTokenAnswer {
-		resp.Body = newPrefixedBody(body, resp.Body)
+		resp.Body = format.NewPrefixedBody(body, resp.Body)
 		return
 	}
 	resp.Body.Close()
-	resp.Body = newBytesBody(body)
+	resp.Body = format.NewBytesBody(body)
 	var ans struct {
 		Token       string `json:"token"`
 		AccessToken string `json:"access_token"`
@@ -152,21 +153,21 @@ func (id *identities) learnToken(resp *http.Response, cred string) {
 	}
 }
 
-// dockerRef is the Ref a docker request's copy is kept and looked up
-// under: a blob by its digest, a blob's storage download by the digest its
-// redirect named, anything else as any request is.
-func (c *Chain) dockerRef(p stale.Policy, req *http.Request) (stale.Ref, bool) {
+// ref is the Ref a docker request's copy is kept and looked up under: a
+// blob by its digest, a blob's storage download by the digest its redirect
+// named, anything else as any request is.
+func (f *Format) ref(p stale.Policy, req *http.Request) (stale.Ref, bool) {
 	if d := stale.BlobDigest(req.URL.Path); d != "" {
 		return p.BlobRef(d, p.CredentialOf(req), req.Header)
 	}
-	if br, ok := c.blobs.find(stale.NormalURL(req.URL), c.o.Now()); ok {
+	if br, ok := f.blobs.find(stale.NormalURL(req.URL), f.now()); ok {
 		return p.BlobRef(br.digest, br.cred, req.Header)
 	}
 	return p.For(req, "docker")
 }
 
 // noteBlobRedirect remembers where a registry sent a blob download.
-func (c *Chain) noteBlobRedirect(p stale.Policy, req *http.Request, resp *http.Response) {
+func (f *Format) noteBlobRedirect(p stale.Policy, req *http.Request, resp *http.Response) {
 	d := stale.BlobDigest(req.URL.Path)
 	if d == "" || resp.StatusCode < 300 || resp.StatusCode > 399 {
 		return
@@ -175,5 +176,5 @@ func (c *Chain) noteBlobRedirect(p stale.Policy, req *http.Request, resp *http.R
 	if err != nil {
 		return
 	}
-	c.blobs.note(stale.NormalURL(loc), d, p.CredentialOf(req), c.o.Now())
+	f.blobs.note(stale.NormalURL(loc), d, p.CredentialOf(req), f.now())
 }

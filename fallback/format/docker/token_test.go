@@ -1,4 +1,4 @@
-package fallback
+package docker
 
 import (
 	"context"
@@ -13,13 +13,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nora-breaker/nora-breaker/internal/fakeclock"
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // fakeClock is a settable clock for expiry tests.
-type fakeClock = fakeclock.Clock
+type fakeClock = testkit.Clock
 
-func newFakeClock() *fakeClock { return fakeclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)) }
+func newFakeClock() *fakeClock {
+	return testkit.NewClockAt(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+}
 
 // realmServer is a fake token realm that counts its hits and remembers the
 // last request's query and credentials.

@@ -1,4 +1,4 @@
-package fallback
+package docker
 
 import (
 	"context"
@@ -130,6 +130,12 @@ func (ts *TokenSource) Token(ctx context.Context, rt http.RoundTripper, upstream
 	}
 	flightKey := key + "\x00" + string(sum[:])
 	res := ts.group.DoChan(flightKey, func() (any, error) {
+		// A caller that missed the cache just before another flight for
+		// this key stored its token starts a flight of its own: it finds
+		// that token here instead of asking the realm again.
+		if tok, ok := ts.lookup(key, sum); ok {
+			return tok, nil
+		}
 		// Detached from ctx: one impatient caller must not fail the others
 		// sharing this fetch; tokenFetchTimeout still bounds it.
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tokenFetchTimeout)

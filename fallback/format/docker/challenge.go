@@ -1,4 +1,4 @@
-package fallback
+package docker
 
 import (
 	"net/http"

@@ -1,4 +1,4 @@
-package fallback
+package pypi
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/net/html"
+
+	"github.com/nora-breaker/nora-breaker/fallback/format"
 )
 
 // maxPyPIPage is the largest PyPI simple page rewritePyPIPage accepts; a
@@ -48,7 +50,7 @@ func rewritePyPIPage(body []byte, contentType string, pageURL *url.URL) ([]byte,
 		return body, false, fmt.Errorf("%w: %d bytes", errPageTooLarge, len(body))
 	}
 	// Userinfo of the candidate's URL must never reach the client's page.
-	base := withoutUserinfo(pageURL)
+	base := format.WithoutUserinfo(pageURL)
 	if kind == pypiJSON {
 		return rewritePyPIJSON(body, base)
 	}

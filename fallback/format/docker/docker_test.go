@@ -1,0 +1,104 @@
+package docker
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/nora-breaker/nora-breaker/config"
+	"github.com/nora-breaker/nora-breaker/fallback/format"
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
+)
+
+// call is format.Call over an in-memory transport: it records the
+// Authorization of every request it sends.
+type call struct {
+	rt   http.RoundTripper
+	u    *config.Upstream
+	rel  string
+	sent []string
+}
+
+func (c *call) Request() *http.Request {
+	return httptest.NewRequest(http.MethodGet, c.u.URL.String()+c.rel, nil)
+}
+
+func (c *call) Send(out *http.Request) (*http.Response, error) {
+	out.RequestURI = ""
+	c.sent = append(c.sent, out.Header.Get("Authorization"))
+	return c.rt.RoundTrip(out)
+}
+
+// routes names the realm host's breaker key.
+type routes map[string]string
+
+func (r routes) KeyOf(u *url.URL) string { return r[u.Host] }
+
+// TestSendNegotiatesTokenOnce: a registry that challenges gets a token
+// fetched once and a retry with it; the next request sends the cached token
+// first; a token the registry stops taking is fetched anew.
+func TestSendNegotiatesTokenOnce(t *testing.T) {
+	var want atomic.Value // the token the registry takes
+	want.Store("Bearer tok-1")
+	var realmHits atomic.Int64
+	tr := testkit.Transport{
+		"reg.test": testkit.NewUpstream(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Authorization") != want.Load().(string) {
+				w.Header().Set("Www-Authenticate", `Bearer realm="http://auth.test/token",service="reg.test"`)
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			io.WriteString(w, "manifest")
+		}),
+		"auth.test": testkit.NewUpstream(func(w http.ResponseWriter, r *http.Request) {
+			n := realmHits.Add(1)
+			if got := r.URL.Query().Get("scope"); got != "repository:library/x:pull" {
+				t.Errorf("token asked for scope %q", got)
+			}
+			fmt.Fprintf(w, `{"token":"tok-%d","expires_in":300}`, n)
+		}),
+	}
+	u := testkit.ConfigUpstream(t, "docker", "http://reg.test")
+	f := New(Options{Now: newFakeClock().Now})
+	send := func() *call {
+		t.Helper()
+		c := &call{rt: tr, u: u, rel: "/v2/library/x/manifests/1"}
+		resp, err := f.Send(format.Candidate{Upstream: u, Client: c.Request(), Rel: c.rel,
+			Env: format.Env{Transport: tr, Routes: routes{"auth.test": "realm-key"}}, Call: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(body) != "manifest" {
+			t.Fatalf("got %d %q", resp.StatusCode, body)
+		}
+		return c
+	}
+	steps := []struct {
+		name      string
+		take      string   // the token the registry takes from now on
+		wantSent  []string // Authorization of each attempt
+		wantFetch int64    // realm hits so far
+	}{
+		{"challenged, then a retry with the token", "Bearer tok-1", []string{"", "Bearer tok-1"}, 1},
+		{"the cached token goes first", "Bearer tok-1", []string{"Bearer tok-1"}, 1},
+		{"a refused token is fetched anew", "Bearer tok-2", []string{"Bearer tok-1", "Bearer tok-2"}, 2},
+	}
+	for _, s := range steps {
+		want.Store(s.take)
+		c := send()
+		if strings.Join(c.sent, "|") != strings.Join(s.wantSent, "|") || realmHits.Load() != s.wantFetch {
+			t.Errorf("%s: sent %q with %d fetches, want %q with %d", s.name, c.sent, realmHits.Load(),
+				s.wantSent, s.wantFetch)
+		}
+	}
+	if got := f.Realm(u); got != "realm-key" {
+		t.Errorf("Realm = %q, want the realm host's key", got)
+	}
+}

@@ -1,0 +1,454 @@
+package fallback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/nora-breaker/nora-breaker/answer"
+	"github.com/nora-breaker/nora-breaker/attempt"
+	"github.com/nora-breaker/nora-breaker/breakerstate"
+	"github.com/nora-breaker/nora-breaker/config"
+	"github.com/nora-breaker/nora-breaker/fallback/format"
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
+	"github.com/nora-breaker/nora-breaker/stale"
+	"github.com/nora-breaker/nora-breaker/throttle"
+)
+
+// The loop's table test. Each case runs in a testing/synctest bubble: the
+// upstreams are in-memory handlers (testkit.Transport), and every clock the
+// loop reads (the breakers', the throttles', the search deadline's and the
+// attempts' header timers) is the bubble's time.Now, so a case that waits
+// takes exactly the fake time it should and none of the real.
+
+// realmKey is the breaker key of a host the test format says A needs.
+const realmKey = "realm:http://auth.test"
+
+// loopFormat is format.Plain with a realm for A and a choice of whether
+// another upstream's 404 is final.
+type loopFormat struct {
+	format.Plain
+	realms map[string]string // upstream key → realm key
+}
+
+func (f loopFormat) Realm(u *config.Upstream) string { return f.realms[u.Key] }
+
+// loopRig is one case's chain over A (addressed), B and C (its candidates).
+type loopRig struct {
+	chain     *Chain
+	set       *breakerstate.Set
+	throttles *throttle.Table
+	stale     *stale.Cache
+	tr        testkit.Transport
+	a, b, c   *config.Upstream
+	up        map[string]*testkit.Upstream // by name: A, B, C
+	names     map[string]string            // breaker key → name
+	// client is the client's context; cancel makes the client leave.
+	client context.Context
+	cancel context.CancelFunc
+}
+
+func newLoopRig(t *testing.T, final404 bool, deadline time.Duration) *loopRig {
+	t.Helper()
+	r := &loopRig{up: map[string]*testkit.Upstream{}, tr: testkit.Transport{}, names: map[string]string{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.setClient(t, ctx, cancel)
+	for _, n := range []string{"A", "B", "C"} {
+		host := strings.ToLower(n) + ".test"
+		r.up[n] = testkit.NewUpstream(func(w http.ResponseWriter, req *http.Request) {
+			t.Errorf("%s was asked for %s but should not have been", n, req.URL.Path)
+			w.WriteHeader(http.StatusTeapot)
+		})
+		r.tr[host] = r.up[n]
+	}
+	r.a = testkit.ConfigUpstream(t, "maven", "http://a.test/repo")
+	r.b = testkit.ConfigUpstream(t, "maven", "http://b.test/mirror")
+	r.c = testkit.ConfigUpstream(t, "maven", "http://c.test/mirror")
+	r.names[r.a.Key], r.names[r.b.Key], r.names[r.c.Key], r.names[realmKey] = "A", "B", "C", "R"
+	reg := prometheus.NewRegistry()
+	var ks []breakerstate.KeySettings
+	for _, k := range []string{r.a.Key, r.b.Key, r.c.Key, realmKey} {
+		ks = append(ks, breakerstate.KeySettings{Key: k, Format: "maven", FailureThreshold: 3,
+			ResetTimeout: 30 * time.Second})
+	}
+	var err error
+	if r.set, err = breakerstate.New(breakerstate.Options{Enabled: true, Keys: ks, Now: time.Now,
+		Registerer: reg}); err != nil {
+		t.Fatal(err)
+	}
+	sender, err := attempt.NewSender(time.Now, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.throttles, err = throttle.New(time.Now, nil, reg); err != nil {
+		t.Fatal(err)
+	}
+	if r.stale, err = stale.Open(stale.Options{Dir: t.TempDir(), MaxBytes: 1 << 20, MaxObjectBytes: 1 << 20,
+		Now: time.Now, Registerer: reg, Logger: zerolog.Nop()}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.stale.Close() })
+	fm := loopFormat{Plain: format.Plain{FinalNotFound: final404}, realms: map[string]string{r.a.Key: realmKey}}
+	if r.chain, err = New(Options{Breakers: r.set, Sender: sender, Formats: format.Set{"maven": fm},
+		Stale: r.stale, Throttles: r.throttles, Deadline: deadline, Now: time.Now, Registerer: reg,
+		Logger: zerolog.Nop()}); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// serve sends the client's request for /g/a.jar through the loop and
+// returns its answer with the body read, and how long the loop took.
+func (r *loopRig) serve(t *testing.T, method string) (Result, string, time.Duration) {
+	t.Helper()
+	req := httptest.NewRequestWithContext(r.client, method, r.a.URL.String()+"/g/a.jar", nil)
+	req.RequestURI = ""
+	start := time.Now()
+	res := r.chain.Serve(Request{Client: req, Addressed: r.a, Rel: "/g/a.jar",
+		Candidates: []*config.Upstream{r.b, r.c}, Settings: Settings{Transport: r.tr}})
+	took := time.Since(start)
+	body, _ := io.ReadAll(res.Resp.Body)
+	res.Resp.Body.Close()
+	return res, string(body), took
+}
+
+// steps names each attempt: who ("A", or "R" for a realm), then why it was
+// skipped, or its verdict and status ("timeout" or "error" when it got none;
+// "+" when its body still had the last word).
+func (r *loopRig) steps(as Attempts) []string {
+	var out []string
+	for _, a := range as {
+		s := r.names[a.Key] + " "
+		switch {
+		case a.Skipped == SkipRealm:
+			s += "skipped realm " + r.names[a.Realm]
+		case a.Skipped != "":
+			s += "skipped " + string(a.Skipped)
+		case strings.Contains(a.Error, attempt.ErrHeaderTimeout.Error()):
+			s += a.Verdict.String() + " timeout"
+		case a.Error != "":
+			s += a.Verdict.String() + " error"
+		default:
+			s += fmt.Sprintf("%s %d", a.Verdict, a.Status)
+		}
+		if a.Pending {
+			s += "+"
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// retryAfter answers 429, asking to be left alone for 30 s.
+func retryAfter(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Retry-After", "30")
+	w.WriteHeader(http.StatusTooManyRequests)
+}
+
+func TestLoop(t *testing.T) {
+	ok := testkit.Status(200, "from B")
+	tests := []struct {
+		name     string
+		method   string // "" is GET
+		final404 bool   // the format's NotFoundIsFinal
+		deadline time.Duration
+		a, b, c  []http.HandlerFunc // nil: must not be asked
+		setup    func(t *testing.T, r *loopRig)
+		// want is the status, how the request was answered, who served
+		// (A, B, C or ""), the body (when not ""), the steps, and how much
+		// of the bubble's time the loop took.
+		wantStatus int
+		wantKind   answer.Result
+		wantBy     string
+		wantBody   string
+		wantSteps  []string
+		wantTook   time.Duration
+	}{
+		{name: "addressed ok", a: h(testkit.Status(200, "from A")),
+			wantStatus: 200, wantKind: answer.Forwarded, wantBy: "A", wantBody: "from A",
+			wantSteps: []string{"A success 200+"}},
+		{name: "5xx then candidate", a: h(testkit.Status(502, "A is broken")), b: h(ok),
+			wantStatus: 200, wantKind: answer.Fallback, wantBy: "B", wantBody: "from B",
+			wantSteps: []string{"A failure 502", "B success 200+"}},
+		{name: "refused", b: h(ok), setup: forceOpen("A"),
+			wantStatus: 200, wantKind: answer.Fallback, wantBy: "B",
+			wantSteps: []string{"A skipped breaker", "B success 200+"}},
+		{name: "throttled", b: h(ok), setup: throttled("A"),
+			wantStatus: 200, wantKind: answer.Fallback, wantBy: "B",
+			wantSteps: []string{"A skipped throttled", "B success 200+"}},
+		{name: "realm refused", b: h(ok), setup: forceOpen("R"),
+			wantStatus: 200, wantKind: answer.Fallback, wantBy: "B",
+			wantSteps: []string{"A skipped realm R", "B success 200+"}},
+		{name: "5xx candidate moves on", a: h(testkit.Status(502, "")), b: h(testkit.Status(500, "")),
+			c:          h(testkit.Status(200, "from C")),
+			wantStatus: 200, wantKind: answer.Fallback, wantBy: "C", wantBody: "from C",
+			wantSteps: []string{"A failure 502", "B failure 500", "C success 200+"}},
+		// B's 5 s header wait is cut to the 1 s left of the search; C is
+		// not asked once the deadline has passed, and A's own 502 is the
+		// answer.
+		{name: "deadline cut", deadline: time.Second, a: h(testkit.Status(502, "A is broken")),
+			b:          h(testkit.Hang),
+			wantStatus: 502, wantKind: answer.Forwarded, wantBy: "A", wantBody: "A is broken",
+			wantSteps: []string{"A failure 502", "B failure timeout"}, wantTook: time.Second},
+		// The client gives up after 2 s, while A (5 s to answer) is silent.
+		{name: "client gone while addressed", a: h(testkit.Hang), setup: clientLeavesAfter(2 * time.Second),
+			wantStatus: 502, wantKind: answer.Error, wantBody: "client went away",
+			wantSteps: []string{"A neutral error"}, wantTook: 2 * time.Second},
+		// The client leaves once A's 502 is on its way: no candidate is
+		// asked for a client that is not there.
+		{name: "client gone before candidate", a: h(func(w http.ResponseWriter, req *http.Request) {
+			w.WriteHeader(502)
+			w.(http.Flusher).Flush()
+			leave(req)
+		}),
+			wantStatus: 502, wantKind: answer.Forwarded, wantBy: "A",
+			wantSteps: []string{"A failure 502"}},
+		{name: "stale", a: h(testkit.Status(502, "")), b: h(testkit.Status(404, "")),
+			c: h(testkit.Status(404, "")), setup: keptCopy("the kept copy"),
+			wantStatus: 200, wantKind: answer.Stale, wantBody: "the kept copy",
+			wantSteps: []string{"A failure 502", "B alive 404", "C alive 404"}},
+		{name: "terminal 404", final404: true, b: h(testkit.Status(404, "")), c: h(testkit.Status(410, "")),
+			setup:      forceOpen("A"),
+			wantStatus: 404, wantKind: answer.Synthesized404,
+			wantSteps: []string{"A skipped breaker", "B alive 404", "C alive 410"}},
+		{name: "404 not final", b: h(testkit.Status(404, "")), c: h(testkit.Status(404, "")),
+			setup:      forceOpen("A"),
+			wantStatus: 503, wantKind: answer.Synthesized503,
+			wantSteps: []string{"A skipped breaker", "B alive 404", "C alive 404"}},
+		{name: "terminal 503", setup: forceOpen("A", "B", "C"),
+			wantStatus: 503, wantKind: answer.Synthesized503,
+			wantSteps: []string{"A skipped breaker", "B skipped breaker", "C skipped breaker"}},
+		{name: "terminal 429", b: h(testkit.Status(500, "")), c: h(testkit.Status(500, "")), setup: throttled("A"),
+			wantStatus: 429, wantKind: answer.Throttled,
+			wantSteps: []string{"A skipped throttled", "B failure 500", "C failure 500"}},
+		{name: "addressed answers 429", a: h(retryAfter), b: h(testkit.Status(500, "")),
+			c:          h(testkit.Status(500, "")),
+			wantStatus: 429, wantKind: answer.Throttled,
+			wantSteps: []string{"A alive 429", "B failure 500", "C failure 500"}},
+		{name: "addressed 5xx replayed", a: h(testkit.Status(502, "A is broken")), b: h(testkit.Status(500, "")),
+			c:          h(testkit.Status(503, "")),
+			wantStatus: 502, wantKind: answer.Forwarded, wantBy: "A", wantBody: "A is broken",
+			wantSteps: []string{"A failure 502", "B failure 500", "C failure 503"}},
+		{name: "addressed connection error", a: h(testkit.HangUp), b: h(testkit.Status(500, "")),
+			c:          h(testkit.Status(500, "")),
+			wantStatus: 502, wantKind: answer.Error,
+			wantSteps: []string{"A failure error", "B failure 500", "C failure 500"}},
+		// Nor answered from a stale copy: the one kept is a GET's.
+		{name: "POST is never substituted", method: http.MethodPost,
+			setup:      all(keptCopy("the GET's copy"), forceOpen("A")),
+			wantStatus: 503, wantKind: answer.Synthesized503,
+			wantSteps: []string{"A skipped breaker"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newLoopRig(t, tc.final404, tc.deadline)
+				if tc.setup != nil {
+					tc.setup(t, r)
+				}
+				for n, script := range map[string][]http.HandlerFunc{"A": tc.a, "B": tc.b, "C": tc.c} {
+					if script != nil {
+						r.up[n].Script(script...)
+					}
+				}
+				method := tc.method
+				if method == "" {
+					method = http.MethodGet
+				}
+				res, body, took := r.serve(t, method)
+				if res.Resp.StatusCode != tc.wantStatus || res.Kind != tc.wantKind {
+					t.Errorf("got %d %s, want %d %s", res.Resp.StatusCode, res.Kind, tc.wantStatus, tc.wantKind)
+				}
+				if by := r.names[res.ServedBy]; by != tc.wantBy {
+					t.Errorf("served by %q, want %q", by, tc.wantBy)
+				}
+				if tc.wantBody != "" && !strings.Contains(body, tc.wantBody) {
+					t.Errorf("body %q, want %q", body, tc.wantBody)
+				}
+				if got := r.steps(res.Attempts); !slices.Equal(got, tc.wantSteps) {
+					t.Errorf("steps %q, want %q", got, tc.wantSteps)
+				}
+				if took != tc.wantTook {
+					t.Errorf("took %v of the bubble's time, want %v", took, tc.wantTook)
+				}
+			})
+		})
+	}
+}
+
+// all runs each setup in turn.
+func all(setups ...func(*testing.T, *loopRig)) func(*testing.T, *loopRig) {
+	return func(t *testing.T, r *loopRig) {
+		for _, s := range setups {
+			s(t, r)
+		}
+	}
+}
+
+// h is a script of answers.
+func h(answers ...http.HandlerFunc) []http.HandlerFunc { return answers }
+
+// forceOpen opens the breakers of the named upstreams (R: the realm's).
+func forceOpen(names ...string) func(*testing.T, *loopRig) {
+	return func(t *testing.T, r *loopRig) {
+		for _, n := range names {
+			if err := r.set.Force(r.keyOf(n), breakerstate.ModeOpen); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// throttled marks the named upstream's host as having asked for 30 s of
+// peace.
+func throttled(name string) func(*testing.T, *loopRig) {
+	return func(_ *testing.T, r *loopRig) { r.throttles.Mark(r.keyOf(name), time.Now().Add(30*time.Second)) }
+}
+
+// clientLeavesAfter makes the client give up d after the request starts.
+func clientLeavesAfter(d time.Duration) func(*testing.T, *loopRig) {
+	return func(t *testing.T, r *loopRig) {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		r.setClient(t, ctx, cancel)
+	}
+}
+
+// setClient makes ctx the client's context, carrying cancel for leave.
+func (r *loopRig) setClient(t *testing.T, ctx context.Context, cancel context.CancelFunc) {
+	t.Cleanup(cancel)
+	r.client, r.cancel = context.WithValue(ctx, leaveKey{}, cancel), cancel
+}
+
+// leaveKey carries, in the client's context, how it leaves, so an upstream
+// handler can make the client go away at a chosen moment.
+type leaveKey struct{}
+
+// leave makes the client of req go away.
+func leave(req *http.Request) { req.Context().Value(leaveKey{}).(context.CancelFunc)() }
+
+// keptCopy serves the request once through a healthy A, so the stale
+// cache keeps body; the case's own request then meets its script.
+func keptCopy(body string) func(*testing.T, *loopRig) {
+	return func(t *testing.T, r *loopRig) {
+		r.up["A"].Script(testkit.Status(200, body))
+		res, got, _ := r.serve(t, http.MethodGet)
+		if res.Kind != answer.Forwarded || got != body {
+			t.Fatalf("priming the stale copy: %s %q", res.Kind, got)
+		}
+		synctest.Wait() // the copy is committed in the background
+	}
+}
+
+// keyOf is the breaker key of a named upstream.
+func (r *loopRig) keyOf(name string) string {
+	for k, n := range r.names {
+		if n == name {
+			return k
+		}
+	}
+	return ""
+}
+
+// retryFormat sends a candidate's request a second time when the first
+// answer is 401, as docker does with a token, after between has run.
+type retryFormat struct {
+	format.Plain
+	between func()
+}
+
+func (f retryFormat) Send(c format.Candidate) (*http.Response, error) {
+	resp, err := c.Call.Send(c.Call.Request())
+	if err != nil || resp.StatusCode != http.StatusUnauthorized {
+		return resp, err
+	}
+	format.DrainClose(resp.Body)
+	f.between()
+	return c.Call.Send(c.Call.Request())
+}
+
+// TestLoopRetryIsAnAttemptOfItsOwn: a format's second send at a candidate
+// is admitted by the candidate's breaker anew, and listed on its own.
+func TestLoopRetryIsAnAttemptOfItsOwn(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		openFirst bool // B's breaker opens between the two sends
+		wantSteps []string
+		wantKind  answer.Result
+	}{
+		{"retry admitted", false, []string{"A failure 502", "B alive 401", "B success 200+"}, answer.Fallback},
+		{"retry refused", true, []string{"A failure 502", "B alive 401", "B skipped breaker", "C success 200+"},
+			answer.Fallback},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newLoopRig(t, false, 0)
+				fm := retryFormat{between: func() {
+					if tc.openFirst {
+						forceOpen("B")(t, r)
+					}
+				}}
+				r.chain.o.Formats = format.Set{"maven": fm}
+				r.up["A"].Script(testkit.Status(502, ""))
+				r.up["B"].Script(testkit.Status(401, ""), testkit.Status(200, "from B"))
+				r.up["C"].Script(testkit.Status(200, "from C"))
+				res, _, _ := r.serve(t, http.MethodGet)
+				if got := r.steps(res.Attempts); res.Kind != tc.wantKind || !slices.Equal(got, tc.wantSteps) {
+					t.Errorf("%s, steps %q; want %s, %q", res.Kind, got, tc.wantKind, tc.wantSteps)
+				}
+			})
+		})
+	}
+}
+
+// quietFormat sends nothing at all to the candidate quiet names.
+type quietFormat struct {
+	format.Plain
+	quiet *string // a breaker key, or ""
+}
+
+func (f quietFormat) Send(c format.Candidate) (*http.Response, error) {
+	if c.Upstream.Key == *f.quiet {
+		return nil, errors.New("sent nothing")
+	}
+	return f.Plain.Send(c)
+}
+
+// TestLoopUnusedAdmissionIsGivenBack: a format that sends nothing at a
+// half-open candidate leaves its probe slot free for the next request.
+func TestLoopUnusedAdmissionIsGivenBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newLoopRig(t, false, 0)
+		quiet := r.b.Key
+		r.chain.o.Formats = format.Set{"maven": quietFormat{quiet: &quiet}}
+		forceOpen("A")(t, r)
+		for range 3 {
+			tk, err := r.set.Admit(r.b.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tk.Done(breakerstate.Failure)
+		}
+		time.Sleep(30 * time.Second) // B's reset timeout: its next admission is the probe
+		r.up["C"].Script(testkit.Status(200, "from C"))
+		if res, _, _ := r.serve(t, http.MethodGet); r.names[res.ServedBy] != "C" {
+			t.Fatalf("with B quiet, served by %q, want C", r.names[res.ServedBy])
+		}
+		quiet = ""
+		r.up["B"].Script(testkit.Status(200, "from B"))
+		res, _, _ := r.serve(t, http.MethodGet)
+		if got := r.steps(res.Attempts); r.names[res.ServedBy] != "B" {
+			t.Errorf("next request served by %q (steps %q), want B's probe", r.names[res.ServedBy], got)
+		}
+	})
+}
