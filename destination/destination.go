@@ -1,9 +1,9 @@
-// Package destination decides which addresses the proxy refuses to reach on
-// a client's behalf: cloud metadata services and the link-local range they
-// live in, in every spelling an address can take (IPv4-mapped,
-// IPv4-compatible and NAT64 IPv6, zone ids, brackets, trailing dots,
-// numeric IPv4 shorthand). Everything else, private ranges included, is
-// allowed here; exemptions (allow_hosts) are the caller's business.
+// Package destination is the destination policy: every rule that decides
+// whether the proxy may connect somewhere on a client's behalf (cloud
+// metadata and link-local addresses in every spelling an address can take,
+// the proxy's own listeners, loopback hosts no configuration names, and
+// deny_unlisted), checked on a target before any dial and on every address
+// a dial resolves to.
 package destination
 
 import (

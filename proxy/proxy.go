@@ -1,9 +1,7 @@
-// Package proxy is nora-breaker's forward proxy: it wires goproxy, takes one
-// configuration snapshot per request, runs the checks every request passes
-// (loops, the CONNECT host, the destination policy), classifies the request
-// to an upstream, and hands classified requests to package fallback's loop.
-// It also serves CONNECT (blind tunnels and interception), the admin
-// listener and the request log. goproxy types stay inside this package.
+// Package proxy decides every request clients send through goproxy: under
+// one configuration snapshot it runs the checks every request passes,
+// classifies it, passes unclassified hosts through or hands classified
+// requests to package fallback, and writes each request's one log line.
 package proxy
 
 import (
