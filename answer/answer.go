@@ -1,9 +1,8 @@
-// Package answer builds the answers nora-breaker gives in its own name —
-// the 503 of an open breaker, a 404 another upstream vouched for, a 429 of a
-// throttled upstream, a 502/504 for a failed attempt, a 4xx for a request it
-// refuses — each in the client's dialect, and names how every request was
-// answered (Result). docs/behaviour.md, "Answers in the proxy's own name",
-// describes each one.
+// Package answer builds the answers nora-breaker gives in its own name (an
+// open breaker's 503, a 404 another upstream vouched for, a throttled host's
+// 429, a failed attempt's 502 or 504, a refusal), each in the client's
+// dialect, and names how every request was answered (docs/behaviour.md,
+// "Answers in the proxy's own name").
 package answer
 
 import (

@@ -1,8 +1,7 @@
-// Package throttle remembers which upstream hosts asked the proxy to slow
-// down (a 429) and until when, so that their GET and HEAD requests go
-// elsewhere in the meantime (docs/behaviour.md §5.6). Throttling is not a
-// breaker state: there is no probe and no failure count, only a time until
-// which a host is left alone.
+// Package throttle remembers which upstream hosts answered 429 and until
+// when, so that their GET and HEAD requests go elsewhere meanwhile
+// (docs/behaviour.md §5.6): no breaker state, no probe, no failure count,
+// only a time until which a host is left alone.
 package throttle
 
 import (

@@ -1,7 +1,6 @@
 // Package adminapi holds the JSON wire types of the admin listener's read
-// endpoints (docs/behaviour.md §7): the proxy encodes them and the status
-// command decodes them, so the two cannot drift apart. It is a leaf: types
-// and their tags only, no behaviour.
+// endpoints, which package admin encodes and the status command decodes, so
+// the two cannot drift apart (docs/behaviour.md §7).
 package adminapi
 
 import "time"
