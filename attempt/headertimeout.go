@@ -2,27 +2,57 @@ package attempt
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
+// ErrUnaskedSwitch is the error of an upstream that answered 101 Switching
+// Protocols to a request that did not ask to switch, or switched to a
+// protocol it was not offered: a broken answer, never relayed, since
+// relaying it would hand the client's connection (and every request the
+// client sends on it next, to any host) to that upstream.
+var ErrUnaskedSwitch = errors.New("upstream switched protocols without being asked")
+
 // RoundTripWithin sends req through rt and gives the upstream d to answer
-// with response headers; http.Transport has one ResponseHeaderTimeout for all
-// hosts, while each format has its own proxy_timeout. On success the attempt
-// context stays alive for the body and release must be called once the body
-// is done with. On failure the error is ErrHeaderTimeout when the wait ran
-// out, else the transport's error, and nothing needs releasing.
+// with response headers (d <= 0: no limit of our own); http.Transport has
+// one ResponseHeaderTimeout for all hosts, while each format has its own
+// proxy_timeout. The wait counts only the time spent on the upstream: it is
+// paused whenever the transport waits for the next piece of the client's
+// request body, so a slow upload is the client's time, never the
+// upstream's (docs/behaviour.md §5.1), while an upstream that stops taking
+// the body, or answers nothing once it has it, runs the clock down.
+//
+// On success the attempt context stays alive for the body and release must
+// be called once the body is done with; the answer carries no header in the
+// proxy's own x-nora- namespace. On failure the error is ErrHeaderTimeout
+// when the wait ran out, ErrUnaskedSwitch for a 101 nobody asked for, else
+// the transport's error, and nothing needs releasing.
 func RoundTripWithin(rt http.RoundTripper, req *http.Request, d time.Duration) (
 	resp *http.Response, attempt context.Context, release context.CancelCauseFunc, err error) {
 	ctx, cancel := context.WithCancelCause(req.Context())
-	timer := time.AfterFunc(d, func() { cancel(ErrHeaderTimeout) })
-	resp, err = rt.RoundTrip(req.WithContext(ctx))
-	if !timer.Stop() && err == nil {
+	ht := newHeaderTimer(d, func() { cancel(ErrHeaderTimeout) })
+	out := req.WithContext(ctx)
+	if req.Body != nil && req.Body != http.NoBody {
+		out.Body = &clientPaced{rc: req.Body, timer: ht}
+	}
+	resp, err = rt.RoundTrip(out)
+	if ht.stop() && err == nil {
 		// The timer fired just as the headers arrived; the context is
 		// already cancelled, so the body is unreadable: treat it as the
 		// timeout it nearly was.
 		resp.Body.Close()
 		resp, err = nil, context.Cause(ctx)
+	}
+	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols && !SwitchAsked(req, resp) {
+		resp.Body.Close()
+		resp, err = nil, ErrUnaskedSwitch
 	}
 	if err != nil {
 		if context.Cause(ctx) == ErrHeaderTimeout {
@@ -31,5 +61,140 @@ func RoundTripWithin(rt http.RoundTripper, req *http.Request, d time.Duration) (
 		cancel(nil)
 		return nil, nil, nil, err
 	}
+	StripOwnHeaders(resp.Header)
+	StripOwnHeaders(resp.Trailer)
 	return resp, ctx, cancel, nil
 }
+
+// SwitchAsked reports whether resp, a 101, answers req's own request to
+// switch: req says Connection: upgrade and offers protocols in Upgrade, and
+// resp switches to protocols among them (RFC 9110 §7.8).
+func SwitchAsked(req *http.Request, resp *http.Response) bool {
+	if !httpguts.HeaderValuesContainsToken(req.Header["Connection"], "upgrade") {
+		return false
+	}
+	offered := tokens(req.Header["Upgrade"])
+	chosen := tokens(resp.Header["Upgrade"])
+	if len(offered) == 0 || len(chosen) == 0 {
+		return false
+	}
+	for _, c := range chosen {
+		found := false
+		for _, o := range offered {
+			if strings.EqualFold(c, o) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// tokens splits header values into their comma-separated, trimmed tokens.
+func tokens(values []string) []string {
+	var out []string
+	for _, v := range values {
+		for _, t := range strings.Split(v, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				out = append(out, t)
+			}
+		}
+	}
+	return out
+}
+
+// ownPrefix is the proxy's own header namespace: X-Nora-Stale,
+// X-Nora-Upstream, X-Nora-Breaker-Key and -State are set by the proxy
+// alone, so a client can believe them.
+const ownPrefix = "X-Nora-"
+
+// StripOwnHeaders removes every header of the proxy's own namespace from h,
+// an upstream's answer: an upstream that sends X-Nora-Stale: true would
+// otherwise make a client believe a fresh answer is a stale copy.
+func StripOwnHeaders(h http.Header) {
+	for k := range h {
+		if len(k) >= len(ownPrefix) && strings.EqualFold(k[:len(ownPrefix)], ownPrefix) {
+			delete(h, k)
+		}
+	}
+}
+
+// headerTimer is the wait for response headers. It runs from the start of
+// the round trip, is paused while the transport waits on the client's body
+// (pause, resume: the transport's one writing goroutine) and is stopped when
+// the answer or an error arrives (stop, on the round trip's goroutine).
+type headerTimer struct {
+	fire func()
+
+	mu      sync.Mutex
+	t       *time.Timer // nil: no limit
+	left    time.Duration
+	since   time.Time // when the running stretch began
+	running bool
+	done    bool
+	fired   atomic.Bool
+}
+
+func newHeaderTimer(d time.Duration, fire func()) *headerTimer {
+	h := &headerTimer{fire: fire, left: d}
+	if d > 0 {
+		h.since, h.running = time.Now(), true
+		h.t = time.AfterFunc(d, func() {
+			h.fired.Store(true)
+			h.fire()
+		})
+	}
+	return h
+}
+
+// pause stops the clock while the client is waited on.
+func (h *headerTimer) pause() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.t == nil || h.done || !h.running || !h.t.Stop() {
+		return // no limit, over, or already fired
+	}
+	h.left -= time.Since(h.since)
+	h.running = false
+}
+
+// resume starts the clock again with what was left of the wait.
+func (h *headerTimer) resume() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.t == nil || h.done || h.running {
+		return
+	}
+	h.since, h.running = time.Now(), true
+	h.t.Reset(max(h.left, 0))
+}
+
+// stop ends the wait and reports whether it had run out.
+func (h *headerTimer) stop() bool {
+	h.mu.Lock()
+	h.done = true
+	if h.t != nil {
+		h.t.Stop()
+	}
+	h.mu.Unlock()
+	return h.fired.Load()
+}
+
+// clientPaced is the request body the transport sends: each read of it
+// waits on the client, and the header wait is paused meanwhile.
+type clientPaced struct {
+	rc    io.ReadCloser
+	timer *headerTimer
+}
+
+func (b *clientPaced) Read(p []byte) (int, error) {
+	b.timer.pause()
+	n, err := b.rc.Read(p)
+	b.timer.resume()
+	return n, err
+}
+
+func (b *clientPaced) Close() error { return b.rc.Close() }

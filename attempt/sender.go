@@ -19,7 +19,8 @@ type Target struct {
 	// Key is the breaker key of the host the attempt goes to.
 	Key string
 	// HeaderTimeout bounds the wait for response headers (the format's
-	// proxy_timeout). Zero means no limit of our own.
+	// proxy_timeout), counting only the time spent on the upstream
+	// (RoundTripWithin). Zero or less means no limit of our own.
 	HeaderTimeout time.Duration
 	// ReadTimeout bounds the idle time while reading the body (docker
 	// read_timeout; other formats use their proxy_timeout). Zero means none.

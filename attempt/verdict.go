@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"syscall"
 
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/destination"
@@ -32,8 +33,9 @@ var ErrClientRequest = errors.New("the client's request could not be read")
 // client caused is neutral:
 //
 //   - neutral: the client cancelled before the upstream answered, the
-//     client's own request could not be read, or policy refused the
-//     destination;
+//     client's own request could not be read, policy refused the
+//     destination, or this machine failed on its own (LocalFault: out of
+//     file descriptors, buffers, memory or local ports);
 //   - failure: any other transport error (DNS, dial, TLS, header timeout)
 //     or a 5xx other than 501 and 505;
 //   - alive:   any 4xx, and 501 and 505 (the upstream answered; the
@@ -44,7 +46,7 @@ var ErrClientRequest = errors.New("the client's request could not be read")
 // Sender when it ends.
 func Decide(resp *http.Response, err error, clientCtx context.Context) breakerstate.Outcome {
 	if err != nil {
-		if errors.Is(err, destination.ErrForbidden) || errors.Is(err, ErrClientRequest) {
+		if errors.Is(err, destination.ErrForbidden) || errors.Is(err, ErrClientRequest) || LocalFault(err) {
 			return breakerstate.Neutral
 		}
 		if clientCtx != nil && clientCtx.Err() != nil && !errors.Is(err, ErrHeaderTimeout) {
@@ -88,4 +90,21 @@ func statusClass(resp *http.Response, err error) string {
 func isTimeout(err error) bool {
 	var t interface{ Timeout() bool }
 	return errors.As(err, &t) && t.Timeout()
+}
+
+// LocalFault reports an error of this machine rather than of the upstream
+// it was talking to: the process out of file descriptors (EMFILE), the
+// system out of them (ENFILE), of socket buffers (ENOBUFS), of memory
+// (ENOMEM), or of local ports and addresses (EADDRNOTAVAIL). Such an error
+// says nothing about the upstream's health, so it is nobody's
+// (docs/behaviour.md §5.1); counting it would open every healthy upstream
+// of a proxy under load, and through shared_state the fleet's too.
+func LocalFault(err error) bool {
+	for _, errno := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM,
+		syscall.EADDRNOTAVAIL} {
+		if errors.Is(err, errno) {
+			return true
+		}
+	}
+	return false
 }

@@ -48,6 +48,12 @@ func TestOutcomeDecideAndStatusClass(t *testing.T) {
 		{"client cancelled during dial", 0, wrap(dialErr), gone, breakerstate.Neutral, "error"},
 		{"destination refused by policy", 0, wrap(destination.ErrForbidden), live, breakerstate.Neutral, "error"},
 		{"client's request body unreadable", 0, wrap(fmt.Errorf("%w: invalid chunk", ErrClientRequest)), live, breakerstate.Neutral, "error"},
+		// This machine's own faults are nobody's (docs/behaviour.md §5.1).
+		{"out of file descriptors", 0, wrap(&net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("socket", syscall.EMFILE)}), live, breakerstate.Neutral, "error"},
+		{"system out of file descriptors", 0, wrap(&net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("socket", syscall.ENFILE)}), live, breakerstate.Neutral, "error"},
+		{"out of socket buffers", 0, wrap(&net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", syscall.ENOBUFS)}), live, breakerstate.Neutral, "error"},
+		{"out of local ports", 0, wrap(&net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.EADDRNOTAVAIL)}), live, breakerstate.Neutral, "error"},
+		{"a 101 nobody asked for", 0, wrap(ErrUnaskedSwitch), live, breakerstate.Failure, "error"},
 		{"500", 500, nil, live, breakerstate.Failure, "5xx"},
 		{"502", 502, nil, live, breakerstate.Failure, "5xx"},
 		{"503", 503, nil, live, breakerstate.Failure, "5xx"},

@@ -16,10 +16,10 @@ const viaToken = "nora-breaker"
 const viaValue = "1.1 " + viaToken
 
 // hopHeaders are connection-scoped headers that must not be forwarded
-// (RFC 9110 §7.6.1), plus the proxy's own Proxy-* headers.
+// (RFC 9110 §7.6.1). Every Proxy-* header goes too (stripHopByHop): they
+// speak to a proxy, this one or the one before it.
 var hopHeaders = [...]string{
-	"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+	"Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
 
 // looped reports whether the request already passed through this proxy.
@@ -62,6 +62,19 @@ func stripHopByHop(h http.Header) {
 		}
 		h.Del(name)
 	}
+	for name := range h {
+		if isProxyHeader(name) {
+			delete(h, name)
+		}
+	}
+}
+
+// isProxyHeader reports the Proxy-* family in canonical form
+// (Proxy-Authorization, Proxy-Authenticate, Proxy-Connection, Proxy-Status
+// and any other) and the bare Proxy header, which CGI servers turn into the
+// HTTP_PROXY variable of the process that handles the request (httpoxy).
+func isProxyHeader(name string) bool {
+	return name == "Proxy" || strings.HasPrefix(name, "Proxy-")
 }
 
 // addVia appends our Via entry.

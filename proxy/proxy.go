@@ -5,6 +5,7 @@
 package proxy
 
 import (
+	"context"
 	"fmt"
 	"log"
 	"maps"
@@ -79,6 +80,11 @@ type Proxy struct {
 	admin   *admin.Server
 	// goneLog rate-limits the log lines of requests whose client went away.
 	goneLog *lineLimiter
+	// answered is what the request hook hands back to goproxy once the
+	// answer has been written: an empty answer, which goproxy's writing
+	// (made a no-op by PlainWriter.Finish) leaves alone. goproxy only reads
+	// it, so one value serves every request.
+	answered *http.Response
 	// testHook, when set, is called at the top of serve; tests use it to
 	// inject a panic. Always nil in production.
 	testHook atomic.Pointer[func(*http.Request)]
@@ -99,7 +105,7 @@ func New(cfg *config.Config, deps Deps) (*Proxy, error) {
 		deps.Now = time.Now
 	}
 	p := &Proxy{deps: deps, log: deps.Logger, now: deps.Now, started: deps.Now(), bufs: relay.NewBuffers(),
-		history: &admin.History{},
+		history: &admin.History{}, answered: &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody},
 		fixed:   fixedSettings{idleTimeout: cfg.Sidecar.IdleTimeout, maxConnections: cfg.Sidecar.MaxConnections},
 		learned: route.NewLearned(deps.Now),
 		goneLog: newLineLimiter(deps.Now, time.Second, goneLogBurst)}
@@ -224,7 +230,12 @@ func (p *Proxy) errorLog() *log.Logger { return log.New(zerologWriter{p.log}, ""
 // Handler is the proxy listener's handler.
 func (p *Proxy) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.gp.ServeHTTP(relay.NewPlainWriter(w, p.fixed.idleTimeout, p.bufs), r)
+		pw := relay.NewPlainWriter(w, p.fixed.idleTimeout)
+		if r.Method != http.MethodConnect {
+			ex := &exchange{w: pw, body: relay.WatchClientBody(pw, r, p.fixed.idleTimeout)}
+			r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
+		}
+		p.gp.ServeHTTP(pw, r)
 	})
 }
 

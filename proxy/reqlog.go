@@ -147,11 +147,13 @@ func redactQuery(raw string) string {
 	parts := strings.Split(raw, "&")
 	for i, kv := range parts {
 		k, _, hasValue := strings.Cut(kv, "=")
-		name, err := url.QueryUnescape(k)
-		if err != nil || !hasValue {
+		if !hasValue {
 			continue
 		}
-		if !keptQueryParams[strings.ToLower(name)] {
+		// A name that does not unescape is no name we keep: its value is
+		// redacted like any other's, never logged as it came.
+		name, err := url.QueryUnescape(k)
+		if err != nil || !keptQueryParams[strings.ToLower(name)] {
 			parts[i] = k + "=REDACTED"
 		}
 	}

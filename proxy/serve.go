@@ -16,6 +16,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/destination"
 	"github.com/nora-breaker/nora-breaker/fallback"
 	"github.com/nora-breaker/nora-breaker/internal/hostport"
+	"github.com/nora-breaker/nora-breaker/relay"
 	"github.com/nora-breaker/nora-breaker/tunnel"
 )
 
@@ -23,12 +24,28 @@ import (
 // not configured upstreams (they have no proxy_timeout of their own).
 const unclassifiedHeaderTimeout = 60 * time.Second
 
-// onRequest is the one goproxy request hook. It always answers, so goproxy
-// never runs its own round trip, and it recovers panics: on intercepted
-// HTTP/1.1 connections goproxy has no recover of its own.
-func (p *Proxy) onRequest(req *http.Request, ctx *goproxy.ProxyCtx) (_ *http.Request, resp *http.Response) {
-	target, _ := ctx.UserData.(*tunnel.Target)
-	return req, p.handle(req, target)
+// exchange is what the proxy port's handler leaves for goproxy's request
+// hook: the writer the answer goes through and the client's request body.
+type exchange struct {
+	w    *relay.PlainWriter
+	body *relay.ClientBody
+}
+
+type exchangeKey struct{}
+
+// onRequest is the one goproxy request hook, for every plain request: it
+// decides the request, writes the answer itself through the one writer
+// (relay.Answer), and hands goproxy an answer with nothing left to write,
+// so goproxy never runs its own round trip or writes a byte.
+func (p *Proxy) onRequest(req *http.Request, _ *goproxy.ProxyCtx) (*http.Request, *http.Response) {
+	resp := p.handle(req, nil)
+	ex, ok := req.Context().Value(exchangeKey{}).(*exchange)
+	if !ok {
+		return req, resp // not from Handler: goproxy writes it (tests that drive goproxy alone)
+	}
+	relay.Answer(ex.w, req, resp, relay.Options{Bufs: p.bufs, Body: ex.body})
+	ex.w.Finish()
+	return req, p.answered
 }
 
 // handle answers one request, plain or from inside an intercepted tunnel,

@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"bufio"
 	"io"
 	"net"
 	"sync"
@@ -37,12 +36,13 @@ func copyHalf(dst, src net.Conn, bufs *Buffers) {
 type onlyReader struct{ io.Reader }
 
 // Switched relays a switched protocol (a websocket after a 101) between the
-// hijacked client connection, whose reader may hold bytes already read,
-// and the upstream connection, until either side ends.
-func Switched(client net.Conn, clientBuf *bufio.Reader, upstream io.ReadWriteCloser) {
+// hijacked client connection, read through fromClient (which may hold bytes
+// already read from it), and the upstream connection, until either side
+// ends.
+func Switched(client net.Conn, fromClient io.Reader, upstream io.ReadWriteCloser) {
 	done := make(chan struct{})
 	go func() {
-		_, _ = io.Copy(upstream, clientBuf)
+		_, _ = io.Copy(upstream, fromClient)
 		_ = upstream.Close()
 		close(done)
 	}()

@@ -3,7 +3,6 @@ package relay
 import (
 	"bufio"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"time"
@@ -11,62 +10,62 @@ import (
 	"github.com/nora-breaker/nora-breaker/clientconn"
 )
 
-// PlainWriter wraps the proxy port's ResponseWriter for goproxy, which
-// writes every plain answer. It flushes after every write, because goproxy's
-// plain path only flushes server-sent events and would hold chunked streams
-// back in net/http's buffer; it copies bodies through pooled buffers and
-// aborts the connection when the upstream breaks off; and it hands a
-// hijacker the client connection with the hijacked idle rule.
+// PlainWriter is the proxy port's ResponseWriter as goproxy sees it.
+// goproxy parses and dispatches every plain request, but the answer is
+// written by Answer from inside the proxy's request hook, before goproxy
+// would write it its own way (copying headers into net/http's sniffing
+// writer, treating any answer that looks like a websocket handshake as
+// one, flushing only event streams). Finish then makes everything goproxy
+// still writes a no-op. A hijacker is handed the client connection with
+// the hijacked idle rule.
 type PlainWriter struct {
 	http.ResponseWriter
-	idle time.Duration
-	bufs *Buffers
+	idle     time.Duration
+	finished bool
 }
 
 // NewPlainWriter wraps w; idle is the client connections' idle timeout.
-func NewPlainWriter(w http.ResponseWriter, idle time.Duration, bufs *Buffers) *PlainWriter {
-	return &PlainWriter{ResponseWriter: w, idle: idle, bufs: bufs}
+func NewPlainWriter(w http.ResponseWriter, idle time.Duration) *PlainWriter {
+	return &PlainWriter{ResponseWriter: w, idle: idle}
 }
 
+// Finish marks the answer written: goproxy's own writing after the hook
+// returns goes nowhere.
+func (w *PlainWriter) Finish() { w.finished = true }
+
+// Header is the answer's header, or a scratch one once it is written.
+func (w *PlainWriter) Header() http.Header {
+	if w.finished {
+		return http.Header{}
+	}
+	return w.ResponseWriter.Header()
+}
+
+// WriteHeader writes the status line, unless the answer is written.
+func (w *PlainWriter) WriteHeader(code int) {
+	if !w.finished {
+		w.ResponseWriter.WriteHeader(code)
+	}
+}
+
+// Write writes body bytes, unless the answer is written.
 func (w *PlainWriter) Write(p []byte) (int, error) {
-	n, err := w.ResponseWriter.Write(p)
-	if f, ok := w.ResponseWriter.(http.Flusher); ok && err == nil {
-		f.Flush()
+	if w.finished {
+		return len(p), nil
 	}
-	return n, err
-}
-
-// ReadFrom copies a response body to the client (goproxy's io.Copy lands
-// here) through a pooled buffer; see streamBody for when it flushes. When
-// the upstream breaks off, the connection is aborted as inside tunnels
-// (WriteResponse): goproxy would only log the error and return, and
-// net/http would then end a chunked body cleanly, handing the client a short
-// body that looks whole (docs/behaviour.md §5.3).
-func (w *PlainWriter) ReadFrom(src io.Reader) (int64, error) {
-	bp := w.bufs.get()
-	defer w.bufs.put(bp)
-	n, rerr, werr := streamBody(w.ResponseWriter, w.Flush, src, *bp)
-	if werr != nil {
-		return n, werr
-	}
-	if rerr != nil {
-		if c, ok := src.(io.Closer); ok {
-			_ = c.Close() // the body's own log line and metrics
-		}
-		panic(http.ErrAbortHandler)
-	}
-	return n, nil
+	return w.ResponseWriter.Write(p)
 }
 
 // Flush passes flushes through.
 func (w *PlainWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok && !w.finished {
 		f.Flush()
 	}
 }
 
-// Hijack hands goproxy the client connection, switched to the hijacked form
-// of its idle rule (clientconn.Conn).
+// Hijack hands the hijacker (goproxy for a CONNECT, Answer for a protocol
+// switch) the client connection, switched to the hijacked form of its idle
+// rule (clientconn.Conn).
 func (w *PlainWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	h, ok := w.ResponseWriter.(http.Hijacker)
 	if !ok {

@@ -41,13 +41,13 @@ func TestStreamBodyFlushesOnlyShortReads(t *testing.T) {
 	}
 }
 
-// TestWriteResponseAbortsABrokenBody: an upstream body that breaks off
+// TestAnswerAbortsABrokenBody: an upstream body that breaks off
 // aborts the answer, so the client never takes a short body for a whole one.
-func TestWriteResponseAbortsABrokenBody(t *testing.T) {
+func TestAnswerAbortsABrokenBody(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body := io.MultiReader(strings.NewReader("part"), iotest.ErrReader(io.ErrUnexpectedEOF))
-		WriteResponse(w, &http.Response{StatusCode: 200, Header: http.Header{}, ContentLength: -1,
-			Body: io.NopCloser(body)}, NewBuffers(), time.Minute)
+		Answer(w, r, &http.Response{StatusCode: 200, Header: http.Header{}, ContentLength: -1,
+			Body: io.NopCloser(body)}, Options{Bufs: NewBuffers(), Idle: time.Minute})
 	}))
 	defer srv.Close()
 	resp, err := http.Get(srv.URL)

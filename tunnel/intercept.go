@@ -180,33 +180,11 @@ func (h *innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength == 0 {
 		r.Body = http.NoBody // an HTTP/2 request without a body must stay bodyless upstream
 	}
+	body := relay.WatchClientBody(w, r, h.ic.Idle)
 	resp := h.ic.Handle(r, h.target)
-	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusSwitchingProtocols {
-		h.relayUpgrade(w, resp)
-		return
-	}
-	relay.WriteResponse(w, resp, h.ic.Bufs, h.ic.Idle)
-}
-
-// relayUpgrade hands an intercepted websocket over to a byte relay between
-// the client and the upstream once the upstream agreed to switch protocols.
-func (h *innerHandler) relayUpgrade(w http.ResponseWriter, resp *http.Response) {
-	upstream, ok := resp.Body.(io.ReadWriteCloser)
-	conn, brw, err := http.NewResponseController(w).Hijack()
-	if !ok || err != nil {
-		http.Error(w, "nora-breaker: cannot switch protocols here", http.StatusBadGateway)
-		return
-	}
-	defer h.ln.Close() // a hijacked connection never reports StateClosed
-	defer conn.Close()
-	clientconn.MarkHijacked(conn) // what follows is the new protocol, not HTTP/1
-	head := *resp
-	head.Body = nil
-	if head.Write(brw) != nil || brw.Flush() != nil {
-		return
-	}
-	relay.Switched(conn, brw.Reader, upstream)
+	// A hijacked connection never reports StateClosed: the listener is
+	// closed when a protocol switch takes the connection.
+	relay.Answer(w, r, resp, relay.Options{Bufs: h.ic.Bufs, Idle: h.ic.Idle, Body: body, Hijacked: func() { h.ln.Close() }})
 }
 
 // oneConnListener is a listener with a single connection: Accept hands it

@@ -1,0 +1,75 @@
+package relay
+
+import (
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+// ClientBody is a client's request body as the proxy reads it on its way
+// upstream. Each Read that waits on the client may wait at most the idle
+// timeout (docs/behaviour.md §5.1: the client's pauses are the client's, so
+// a stalled upload fails as the client's own fault, never as the
+// upstream's), and the body remembers whether it was read to its end, which
+// decides how an early answer is written (Answer).
+type ClientBody struct {
+	rc   io.ReadCloser
+	ctl  *http.ResponseController
+	idle time.Duration
+	last time.Time // when the read deadline was last moved (one reader)
+
+	ended atomic.Bool
+}
+
+// WatchClientBody installs a ClientBody on req when it has a body, and
+// returns it (nil for a request without one). w is the request's own
+// ResponseWriter, whose read deadline bounds each wait; idle <= 0 sets none.
+func WatchClientBody(w http.ResponseWriter, req *http.Request, idle time.Duration) *ClientBody {
+	if req.Body == nil || req.Body == http.NoBody {
+		return nil
+	}
+	b := &ClientBody{rc: req.Body, ctl: http.NewResponseController(w), idle: idle}
+	req.Body = b
+	return b
+}
+
+// Read reads the client's body. The read deadline moves idle ahead at most
+// every idle/8, so one slow client costs no deadline call per read.
+func (b *ClientBody) Read(p []byte) (int, error) {
+	if b.idle > 0 {
+		if now := time.Now(); now.Sub(b.last) >= b.idle/8 {
+			_ = b.ctl.SetReadDeadline(now.Add(b.idle))
+			b.last = now
+		}
+	}
+	n, err := b.rc.Read(p)
+	if err == io.EOF {
+		b.ended.Store(true)
+		b.clearDeadline()
+	}
+	return n, err
+}
+
+// Close closes the body. The deadline is cleared first: left in place it
+// would cut net/http's own reads of the connection (the next request's head,
+// the background read that notices a client leaving) while the answer is
+// still being written.
+func (b *ClientBody) Close() error {
+	if b.ended.Load() {
+		return b.rc.Close()
+	}
+	b.clearDeadline()
+	return b.rc.Close()
+}
+
+func (b *ClientBody) clearDeadline() {
+	if !b.last.IsZero() {
+		_ = b.ctl.SetReadDeadline(time.Time{})
+		b.last = time.Time{}
+	}
+}
+
+// Unread reports a body the client has not finished sending (or the proxy
+// has not finished reading): an answer written now is an early answer.
+func (b *ClientBody) Unread() bool { return b != nil && !b.ended.Load() }
