@@ -38,7 +38,7 @@ func main() {
 
 const usage = `usage:
   nora-breaker [serve] [--config FILE] [--listen ADDR] [--admin-listen ADDR] [--addr-file FILE]
-  nora-breaker check-config [--config FILE]
+  nora-breaker check-config [--config FILE] [--skip-files]
   nora-breaker status [--admin URL] [--token T | --token-file F] [--watch]
   nora-breaker ca init --out DIR
   nora-breaker ca install-key --from FILE --to FILE
@@ -126,12 +126,20 @@ func loadConfig(name string, args []string, withListen bool, more func(*flag.Fla
 	return cfg, flags, cli.ExitOK
 }
 
+// checkConfig validates the configuration and runs serve's start-up checks
+// (cli.CheckStartup) on the files it names, so that it passes exactly what
+// serve would start with; --skip-files leaves those out for a file checked
+// away from where the proxy runs.
 func checkConfig(args []string, stdout, stderr io.Writer) int {
-	cfg, _, code := loadConfig("check-config", args, false, nil, stderr)
+	var skipFiles bool
+	cfg, _, code := loadConfig("check-config", args, false, func(fs *flag.FlagSet) {
+		fs.BoolVar(&skipFiles, "skip-files", false,
+			"do not check the files the configuration names (CA, upstream_ca, stale_dir): for a file rendered elsewhere")
+	}, stderr)
 	if cfg == nil {
 		return code
 	}
-	return cli.CheckConfig(cfg, stdout)
+	return cli.CheckConfig(cfg, cli.CheckOptions{SkipFiles: skipFiles, Now: time.Now}, stdout, stderr)
 }
 
 func caCommand(args []string, stdout, stderr io.Writer) int {
@@ -191,6 +199,12 @@ func serve(args []string, stderr io.Writer) int {
 	redis.SetLogger(redisLogger{logger.With().Str("component", "redis").Logger()})
 	for _, w := range cfg.Warnings {
 		logger.Warn().Msg(w)
+	}
+	// The same checks check-config runs, so that it never passes a
+	// configuration this refuses.
+	if err := cli.CheckStartup(cfg, time.Now); err != nil {
+		logger.Error().Err(err).Msg("cannot start")
+		return cli.ExitUsage
 	}
 	p, err := proxy.New(cfg, proxy.Deps{Registry: prometheus.NewRegistry(), Logger: logger,
 		Now: time.Now, Version: version})
