@@ -41,7 +41,7 @@ const usage = `usage:
   nora-breaker check-config [--config FILE] [--skip-files]
   nora-breaker status [--admin URL] [--token T | --token-file F] [--watch]
   nora-breaker ca init --out DIR
-  nora-breaker ca install-key --from FILE --to FILE
+  nora-breaker ca install-key --from FILE --to FILE [--cert-from FILE --cert-to FILE]
   nora-breaker sleep SECONDS
   nora-breaker version
 `
@@ -175,7 +175,7 @@ func caCommand(args []string, stdout, stderr io.Writer) int {
 		return caInstallKey(args[1:], stderr)
 	}
 	if len(args) == 0 || args[0] != "init" {
-		fmt.Fprintf(stderr, "usage: nora-breaker ca init --out DIR | ca install-key --from FILE --to FILE\n")
+		fmt.Fprintf(stderr, "usage: nora-breaker ca init --out DIR | ca install-key --from FILE --to FILE [--cert-from FILE --cert-to FILE]\n")
 		return cli.ExitUsage
 	}
 	fs := newFlagSet("ca init", stderr)
@@ -195,16 +195,24 @@ func caCommand(args []string, stdout, stderr io.Writer) int {
 }
 
 // caInstallKey copies a CA key to an owner-only file (used by the Helm
-// chart's init container; see certs.InstallKey).
+// chart's init container; see certs.InstallKey), and with --cert-from the
+// certificate next to it as one checked pair (certs.InstallPair).
 func caInstallKey(args []string, stderr io.Writer) int {
 	fs := newFlagSet("ca install-key", stderr)
 	from := fs.String("from", "", "CA key to copy (e.g. from a Secret volume)")
 	to := fs.String("to", "", "where to write the 0400 copy")
-	if fs.Parse(args) != nil || *from == "" || *to == "" || fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "usage: nora-breaker ca install-key --from FILE --to FILE\n")
+	certFrom := fs.String("cert-from", "", "CA certificate to copy with the key, checked to match it")
+	certTo := fs.String("cert-to", "", "where to write the 0444 copy of the certificate")
+	const usage = "usage: nora-breaker ca install-key --from FILE --to FILE [--cert-from FILE --cert-to FILE]\n"
+	if fs.Parse(args) != nil || *from == "" || *to == "" || fs.NArg() > 0 || (*certFrom == "") != (*certTo == "") {
+		fmt.Fprint(stderr, usage)
 		return cli.ExitUsage
 	}
-	if err := certs.InstallKey(*from, *to); err != nil {
+	err := certs.InstallKey(*from, *to)
+	if *certFrom != "" {
+		err = certs.InstallPair(*certFrom, *from, *certTo, *to, time.Now)
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "ca install-key: %v\n", err)
 		return cli.ExitRuntime
 	}
