@@ -43,6 +43,7 @@ const usage = `usage:
   nora-breaker ca init --out DIR
   nora-breaker ca install-key --from FILE --to FILE [--cert-from FILE --cert-to FILE]
   nora-breaker sleep SECONDS
+  nora-breaker probe [--ready URL]... [--proxy URL] [--timeout D]
   nora-breaker version
 `
 
@@ -63,6 +64,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return caCommand(args, stdout, stderr)
 	case "sleep":
 		return sleepCommand(args, stderr)
+	case "probe":
+		return probeCommand(args, stdout, stderr)
 	case "version":
 		fmt.Fprintf(stdout, "nora-breaker %s\n", version)
 		return cli.ExitOK
@@ -143,31 +146,6 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	return cli.CheckConfig(cfg, cli.CheckOptions{SkipFiles: skipFiles, Now: time.Now}, stdout, stderr)
-}
-
-// sleepCommand waits, then exits 0: the standalone chart's preStop hook,
-// which keeps a terminating pod serving while its endpoint is withdrawn.
-// The image has no shell and no sleep binary, and an exec hook works on
-// every Kubernetes version (the native sleep action needs 1.30).
-func sleepCommand(args []string, stderr io.Writer) int {
-	if len(args) != 1 {
-		fmt.Fprintf(stderr, "usage: nora-breaker sleep SECONDS\n")
-		return cli.ExitUsage
-	}
-	d, err := cli.ParseSleep(args[0])
-	if err != nil {
-		fmt.Fprintf(stderr, "sleep: %v\n", err)
-		return cli.ExitUsage
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-	return cli.ExitOK
 }
 
 func caCommand(args []string, stdout, stderr io.Writer) int {

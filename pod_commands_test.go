@@ -14,3 +14,12 @@ func TestSleepCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestProbeCommandUsage: the probe needs something to check.
+func TestProbeCommandUsage(t *testing.T) {
+	for _, args := range [][]string{{"probe"}, {"probe", "extra"}, {"probe", "--proxy", "http://x", "--timeout", "0s"}} {
+		if code, _, _ := runCLI(t, args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}
