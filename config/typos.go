@@ -56,6 +56,17 @@ func typoWarnings(root tbl) []string {
 	return out
 }
 
+// FormatTableKeys maps the TOML table of every format ("pub_dart" for pub)
+// to the keys known in it, as the typo warnings check them; the Helm
+// chart's schema accepts the same keys in its upstreams values.
+func FormatTableKeys() map[string][]string {
+	out := map[string][]string{}
+	for _, spec := range formatSpecs() {
+		out[spec.table] = formatKeys(spec)
+	}
+	return out
+}
+
 // formatKeys lists the keys NORA 1.1.0 reads from a format's table: the
 // upstream and timeout keys this proxy reads too (docs/behaviour.md §2.1),
 // npm's `proxies` (this proxy's extension) and NORA's cache settings, which

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -76,6 +77,18 @@ func TestEditDistance(t *testing.T) {
 	} {
 		if got := editDistance(tc.a, tc.b); got != tc.want {
 			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+func TestFormatTableKeys(t *testing.T) {
+	keys := FormatTableKeys()
+	if len(keys) != len(formatSpecs()) {
+		t.Fatalf("%d tables, want one per format (%d)", len(keys), len(formatSpecs()))
+	}
+	for table, want := range map[string]string{"docker": "default_action", "pub_dart": "proxy", "rpm": "proxies", "go": "proxy_timeout_zip"} {
+		if !slices.Contains(keys[table], want) {
+			t.Errorf("[%s] keys %q lack %s", table, keys[table], want)
 		}
 	}
 }
