@@ -136,8 +136,11 @@ func TestPodOverrides(t *testing.T) {
 	mount := `sidecar.extraVolumeMounts=[{"name":"corp-roots","mountPath":"/etc/corp"}]`
 	r := render(t, "--set-json", vol, "--set-json", mount, "--set", "revisionHistoryLimit=3",
 		"--set-json", `strategy={"type":"RollingUpdate","rollingUpdate":{"maxUnavailable":0,"maxSurge":1}}`,
-		"--set", "commonLabels.team=platform")
+		"--set", "commonLabels.team=platform", "--set", "deploymentAnnotations.reload=corp-ca")
 	d := r.theDeployment(t)
+	if d.Annotations["reload"] != "corp-ca" || d.Spec.Template.Annotations["reload"] != "" {
+		t.Errorf("deploymentAnnotations belong on the Deployment only: %v, pods %v", d.Annotations, d.Spec.Template.Annotations)
+	}
 	if volume(&d.Spec.Template.Spec, "corp-roots") == nil {
 		t.Error("extraVolumes not in the pod")
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/nora-breaker/nora-breaker/config"
@@ -53,6 +54,20 @@ func TestSchemaKnowsNORAsKeys(t *testing.T) {
 		}
 		if s.AdditionalProperties == nil || *s.AdditionalProperties {
 			t.Errorf("upstreams.%s accepts unknown keys", table)
+		}
+	}
+}
+
+// TestShowReadme: `helm show readme` has something to show, including the
+// step nothing else does for the user: building the image.
+func TestShowReadme(t *testing.T) {
+	out, err := helm(t, nil, "show", "readme", chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"# nora-breaker", "docker build", "image.repository", "helm test"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("helm show readme lacks %q", want)
 		}
 	}
 }
