@@ -38,10 +38,12 @@ func main() {
 
 const usage = `usage:
   nora-breaker [serve] [--config FILE] [--listen ADDR] [--admin-listen ADDR] [--addr-file FILE]
-  nora-breaker check-config [--config FILE]
+  nora-breaker check-config [--config FILE] [--skip-files]
   nora-breaker status [--admin URL] [--token T | --token-file F] [--watch]
   nora-breaker ca init --out DIR
-  nora-breaker ca install-key --from FILE --to FILE
+  nora-breaker ca install-key --from FILE --to FILE [--cert-from FILE --cert-to FILE]
+  nora-breaker sleep SECONDS
+  nora-breaker probe [--ready URL]... [--proxy URL] [--timeout D]
   nora-breaker version
 `
 
@@ -60,6 +62,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return status(args, stdout, stderr)
 	case "ca":
 		return caCommand(args, stdout, stderr)
+	case "sleep":
+		return sleepCommand(args, stderr)
+	case "probe":
+		return probeCommand(args, stdout, stderr)
 	case "version":
 		fmt.Fprintf(stdout, "nora-breaker %s\n", version)
 		return cli.ExitOK
@@ -126,12 +132,20 @@ func loadConfig(name string, args []string, withListen bool, more func(*flag.Fla
 	return cfg, flags, cli.ExitOK
 }
 
+// checkConfig validates the configuration and runs serve's start-up checks
+// (cli.CheckStartup) on the files it names, so that it passes exactly what
+// serve would start with; --skip-files leaves those out for a file checked
+// away from where the proxy runs.
 func checkConfig(args []string, stdout, stderr io.Writer) int {
-	cfg, _, code := loadConfig("check-config", args, false, nil, stderr)
+	var skipFiles bool
+	cfg, _, code := loadConfig("check-config", args, false, func(fs *flag.FlagSet) {
+		fs.BoolVar(&skipFiles, "skip-files", false,
+			"do not check the files the configuration names (CA, upstream_ca, stale_dir): for a file rendered elsewhere")
+	}, stderr)
 	if cfg == nil {
 		return code
 	}
-	return cli.CheckConfig(cfg, stdout)
+	return cli.CheckConfig(cfg, cli.CheckOptions{SkipFiles: skipFiles, Now: time.Now}, stdout, stderr)
 }
 
 func caCommand(args []string, stdout, stderr io.Writer) int {
@@ -139,7 +153,7 @@ func caCommand(args []string, stdout, stderr io.Writer) int {
 		return caInstallKey(args[1:], stderr)
 	}
 	if len(args) == 0 || args[0] != "init" {
-		fmt.Fprintf(stderr, "usage: nora-breaker ca init --out DIR | ca install-key --from FILE --to FILE\n")
+		fmt.Fprintf(stderr, "usage: nora-breaker ca init --out DIR | ca install-key --from FILE --to FILE [--cert-from FILE --cert-to FILE]\n")
 		return cli.ExitUsage
 	}
 	fs := newFlagSet("ca init", stderr)
@@ -159,16 +173,24 @@ func caCommand(args []string, stdout, stderr io.Writer) int {
 }
 
 // caInstallKey copies a CA key to an owner-only file (used by the Helm
-// chart's init container; see certs.InstallKey).
+// chart's init container; see certs.InstallKey), and with --cert-from the
+// certificate next to it as one checked pair (certs.InstallPair).
 func caInstallKey(args []string, stderr io.Writer) int {
 	fs := newFlagSet("ca install-key", stderr)
 	from := fs.String("from", "", "CA key to copy (e.g. from a Secret volume)")
 	to := fs.String("to", "", "where to write the 0400 copy")
-	if fs.Parse(args) != nil || *from == "" || *to == "" || fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "usage: nora-breaker ca install-key --from FILE --to FILE\n")
+	certFrom := fs.String("cert-from", "", "CA certificate to copy with the key, checked to match it")
+	certTo := fs.String("cert-to", "", "where to write the 0444 copy of the certificate")
+	const usage = "usage: nora-breaker ca install-key --from FILE --to FILE [--cert-from FILE --cert-to FILE]\n"
+	if fs.Parse(args) != nil || *from == "" || *to == "" || fs.NArg() > 0 || (*certFrom == "") != (*certTo == "") {
+		fmt.Fprint(stderr, usage)
 		return cli.ExitUsage
 	}
-	if err := certs.InstallKey(*from, *to); err != nil {
+	err := certs.InstallKey(*from, *to)
+	if *certFrom != "" {
+		err = certs.InstallPair(*certFrom, *from, *certTo, *to, time.Now)
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "ca install-key: %v\n", err)
 		return cli.ExitRuntime
 	}
@@ -191,6 +213,12 @@ func serve(args []string, stderr io.Writer) int {
 	redis.SetLogger(redisLogger{logger.With().Str("component", "redis").Logger()})
 	for _, w := range cfg.Warnings {
 		logger.Warn().Msg(w)
+	}
+	// The same checks check-config runs, so that it never passes a
+	// configuration this refuses.
+	if err := cli.CheckStartup(cfg, time.Now); err != nil {
+		logger.Error().Err(err).Msg("cannot start")
+		return cli.ExitUsage
 	}
 	p, err := proxy.New(cfg, proxy.Deps{Registry: prometheus.NewRegistry(), Logger: logger,
 		Now: time.Now, Version: version})

@@ -62,3 +62,46 @@ func TestInstallKeyRefusesGarbage(t *testing.T) {
 		t.Fatal("a missing key was installed")
 	}
 }
+
+// TestInstallPairCopiesAMatchingPair: the certificate and key are copied
+// together (0444 and 0400) and load; a key of another CA is refused and
+// nothing is written.
+func TestInstallPairCopiesAMatchingPair(t *testing.T) {
+	dir := t.TempDir()
+	certPath, keyPath, err := Init(filepath.Join(dir, "ca"), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	if err := os.MkdirAll(out, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	certTo, keyTo := filepath.Join(out, "ca.pem"), filepath.Join(out, "ca-key.pem")
+	if err := InstallPair(certPath, keyPath, certTo, keyTo, time.Now); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]os.FileMode{certTo: 0o444, keyTo: 0o400} {
+		if st, err := os.Stat(path); err != nil || st.Mode().Perm() != want {
+			t.Errorf("%s: %v, want mode %v", path, err, want)
+		}
+	}
+	if _, err := Load(certTo, keyTo, time.Now); err != nil {
+		t.Fatalf("Load of the installed pair: %v", err)
+	}
+
+	_, otherKey, err := Init(filepath.Join(dir, "other"), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mixed := filepath.Join(dir, "mixed")
+	if err := os.MkdirAll(mixed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	err = InstallPair(certPath, otherKey, filepath.Join(mixed, "ca.pem"), filepath.Join(mixed, "ca-key.pem"), time.Now)
+	if !errors.Is(err, ErrKeyMismatch) {
+		t.Fatalf("mismatched pair: %v, want ErrKeyMismatch", err)
+	}
+	if left, _ := os.ReadDir(mixed); len(left) != 0 {
+		t.Fatalf("a refused pair left files: %v", left)
+	}
+}

@@ -68,7 +68,11 @@ func checkKeyMode(keyPath string) error {
 		return fmt.Errorf("CA key: %w", err)
 	}
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return fmt.Errorf("%w: %s has mode %#o (%s); run `chmod 600 %s` (in Kubernetes, mount the secret with defaultMode 0400)",
+		// A Secret volume cannot give an owner-only file once the pod has
+		// an fsGroup (the kubelet adds group read), so the Kubernetes hint
+		// points at the copy `ca install-key` makes, as the chart does.
+		return fmt.Errorf("%w: %s has mode %#o (%s); run `chmod 600 %s` (in Kubernetes, copy the key out of its Secret "+
+			"with `nora-breaker ca install-key` in an init container, as the Helm chart does: an fsGroup makes Secret files group-readable)",
 			ErrKeyPermissions, keyPath, perm, perm, keyPath)
 	}
 	return nil

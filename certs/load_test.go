@@ -62,7 +62,9 @@ func TestLoad(t *testing.T) {
 		{name: "key 0644", cert: caPEM, key: pkcs8PEM(t, key), keyMode: 0o644,
 			wantErr: ErrKeyPermissions, wantMsg: []string{"$KEY", "0644", "chmod 600 $KEY"}},
 		{name: "key 0640", cert: caPEM, key: pkcs8PEM(t, key), keyMode: 0o640,
-			wantErr: ErrKeyPermissions, wantMsg: []string{"0640"}},
+			// The group read an fsGroup adds: the hint must name the fix that
+			// works there, not a Secret defaultMode the kubelet widens.
+			wantErr: ErrKeyPermissions, wantMsg: []string{"0640", "nora-breaker ca install-key", "fsGroup"}},
 		{name: "key 0602", cert: caPEM, key: pkcs8PEM(t, key), keyMode: 0o602,
 			wantErr: ErrKeyPermissions, wantMsg: []string{"0602"}},
 		{name: "mismatched pair", cert: caPEM, key: pkcs8PEM(t, otherKey), keyMode: 0o600,

@@ -1,6 +1,7 @@
 // Package cli holds the command-line subcommands that are not the server
-// itself: check-config, status and ca init. Each writes to the writers it is
-// given and returns an exit code, so tests can run them in-process.
+// itself (check-config, status, sleep) and the start-up checks that serve
+// and check-config share. Each subcommand writes to the writers it is given
+// and returns an exit code, so tests can run them in-process.
 package cli
 
 import (
@@ -8,6 +9,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/nora-breaker/nora-breaker/config"
 )
@@ -19,15 +21,36 @@ const (
 	ExitUsage   = 2
 )
 
-// CheckConfig prints the upstream table of a loaded configuration: one row
-// per upstream with its breaker key, hosts, chain position and where its
-// threshold and reset timeout came from.
-func CheckConfig(cfg *config.Config, out io.Writer) int {
+// CheckOptions are check-config's choices.
+type CheckOptions struct {
+	// SkipFiles leaves out the start-up checks (StartupChecks) of the files
+	// the configuration names, for a file checked away from where the proxy
+	// runs (one rendered by helm template on a laptop).
+	SkipFiles bool
+	// Now is the clock the CA's validity is checked against.
+	Now func() time.Time
+}
+
+// CheckConfig runs serve's start-up checks on a loaded configuration, then
+// prints its upstream table: one row per upstream with its breaker key,
+// hosts, chain position and where its threshold and reset timeout came
+// from. A failed start-up check is reported on errOut with exit code 2,
+// the code serve exits with for it.
+func CheckConfig(cfg *config.Config, opts CheckOptions, out, errOut io.Writer) int {
+	checks := "skipped (--skip-files)"
+	if !opts.SkipFiles {
+		if err := CheckStartup(cfg, opts.Now); err != nil {
+			fmt.Fprintf(errOut, "the proxy would refuse to start:\n%v\n", err)
+			return ExitUsage
+		}
+		checks = "ok"
+	}
 	src := cfg.Path
 	if src == "" {
 		src = "(no file: defaults and environment)"
 	}
 	fmt.Fprintf(out, "config: %s\n", src)
+	fmt.Fprintf(out, "start-up checks of the files it names: %s\n", checks)
 	fmt.Fprintf(out, "circuit breaker: enabled=%t failure_threshold=%d reset_timeout=%s\n",
 		cfg.CircuitBreaker.Enabled, cfg.CircuitBreaker.FailureThreshold, cfg.CircuitBreaker.ResetTimeout)
 	fmt.Fprintf(out, "listen: %s  admin: %s  interception: %s  stale cache: %s  shared state: %s\n\n",

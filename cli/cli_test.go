@@ -36,7 +36,7 @@ proxies = ["https://a.example/m2", { url = "https://b.example/m2", auth = "reade
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if code := CheckConfig(cfg, &out); code != ExitOK {
+	if code := CheckConfig(cfg, CheckOptions{Now: time.Now}, &out, &out); code != ExitOK {
 		t.Fatalf("exit %d", code)
 	}
 	got := out.String()

@@ -59,6 +59,7 @@ func Load(opts Options) (*Config, error) {
 	if err := probs.err(); err != nil {
 		return nil, err
 	}
+	cfg.Warnings = append(cfg.Warnings, typoWarnings(root)...)
 	cfg.Warnings = append(cfg.Warnings, warnings(cfg, enabled)...)
 	return cfg, nil
 }

@@ -109,7 +109,7 @@ func readSidecar(root tbl, e env, flags Flags) (Sidecar, map[string]origin) {
 	}
 	for _, k := range r.t.keys() {
 		if !known[k] {
-			r.t.errorf(r.t.keyPath(k), "unknown key in [sidecar]")
+			r.t.errorf(r.t.keyPath(k), "unknown key in [sidecar]%s", unknownKeyHint(k, SidecarKeys()))
 		}
 	}
 	r.aliases(s.Aliases)

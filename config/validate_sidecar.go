@@ -28,6 +28,9 @@ func validateSidecar(s *Sidecar, from map[string]origin, probs *problems) {
 			probs.add(at(key).errorf("must be host:port: %s", err))
 		}
 	}
+	if listenersCollide(s.Listen, s.AdminListen) {
+		probs.add(at("admin_listen").errorf("must not take the port of listen (%s): the proxy could not bind both", s.Listen))
+	}
 	if (s.CACert == "") != (s.CAKey == "") {
 		key := "ca_cert"
 		if s.CACert == "" {
@@ -128,6 +131,25 @@ func splitHostPort(addr string, listen bool) (host string, port int, problem str
 		return "", 0, "missing host"
 	}
 	return h, n, ""
+}
+
+// listenersCollide reports whether two listen addresses would fight over
+// one socket: the same fixed port on the same host, or on a wildcard host
+// (empty, 0.0.0.0, ::), which takes the port on every address. Port 0
+// twice is fine: the kernel gives each listener its own port. Invalid
+// addresses are reported elsewhere.
+func listenersCollide(a, b string) bool {
+	ha, pa, errA := splitHostPort(a, true)
+	hb, pb, errB := splitHostPort(b, true)
+	if errA != "" || errB != "" || pa == 0 || pa != pb {
+		return false
+	}
+	return strings.EqualFold(ha, hb) || isWildcardHost(ha) || isWildcardHost(hb)
+}
+
+func isWildcardHost(h string) bool {
+	ip := net.ParseIP(h)
+	return h == "" || (ip != nil && ip.IsUnspecified())
 }
 
 func validAllowHost(h string) bool {

@@ -145,9 +145,12 @@ func (ps *promServer) alertState(t *testing.T, name, registry string) string {
 // writes its spec, a Prometheus rule file, to dir/rules.yml. The spec is
 // the rendered document's last key, so it is everything below "spec:",
 // indented one level less (charts/test decodes the same object strictly).
+// The render is for a cluster that serves PrometheusRule (the chart leaves
+// it out elsewhere) and is recent enough for the chart's kubeVersion.
 func renderRules(t *testing.T, s suite, dir, openFor string) {
 	t.Helper()
 	out, err := exec.Command(filepath.Join(s.tools, "helm"), "template", "ci", chartDir,
+		"--kube-version", "1.31.0", "--api-versions", "monitoring.coreos.com/v1/PrometheusRule",
 		"--set", "metrics.prometheusRule.enabled=true", "--set", "metrics.prometheusRule.openFor="+openFor,
 		"--show-only", "templates/prometheusrule.yaml").CombinedOutput()
 	if err != nil {

@@ -27,16 +27,23 @@ const (
 	sidecarName = "nora-breaker"
 )
 
-// checkConfig runs `go run . check-config` at the repository root on the
-// rendered config.toml and returns its output; exit status must be 0.
-func checkConfig(t *testing.T, toml string) string {
+// checkConfig runs `go run . check-config --skip-files` at the repository
+// root on the rendered config.toml and returns its output; exit status must
+// be 0. The files the configuration names (the CA, the stale directory)
+// exist only in the pod: TestRenderedPodStarts runs the full check on them.
+func checkConfig(t *testing.T, toml string, env ...string) string {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), "config.toml")
 	if err := os.WriteFile(f, []byte(toml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("go", "run", ".", "check-config", "--config", f)
+	args := []string{"run", ".", "check-config", "--config", f}
+	if env == nil {
+		args = append(args, "--skip-files")
+	}
+	cmd := exec.Command("go", args...)
 	cmd.Dir = repoRoot
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("check-config rejected the rendered config.toml: %v\n%s\n--- config.toml:\n%s", err, out, toml)
@@ -177,8 +184,10 @@ func TestNoraModeSidecar(t *testing.T) {
 
 // TestCAKeyReadableOnlyByProxy follows the key from Secret to the proxy: the
 // Secret is mounted 0400 into the copier only, the copier runs as the
-// proxy's user and writes a 0400 file into a memory volume, and the proxy's
-// ca_key points into that volume.
+// proxy's user and writes the pair into memory volumes, the key into one
+// only the proxy mounts, and the proxy's ca_cert and ca_key (and NORA's
+// trust) point into those copies, never at the Secret, which a renewal
+// changes under a running pod.
 func TestCAKeyReadableOnlyByProxy(t *testing.T) {
 	for _, mode := range []string{"standalone", "nora"} {
 		t.Run(mode, func(t *testing.T) {
@@ -188,9 +197,11 @@ func TestCAKeyReadableOnlyByProxy(t *testing.T) {
 			if src == nil || src.Secret == nil || src.Secret.DefaultMode == nil || *src.Secret.DefaultMode != 0o400 {
 				t.Fatalf("ca-secret volume must be a Secret with defaultMode 0400: %+v", src)
 			}
-			dst := volume(spec, "ca-key")
-			if dst == nil || dst.EmptyDir == nil || dst.EmptyDir.Medium != corev1.StorageMediumMemory {
-				t.Fatalf("ca-key volume must be a memory emptyDir: %+v", dst)
+			for _, name := range []string{"ca-key", "ca-cert"} {
+				dst := volume(spec, name)
+				if dst == nil || dst.EmptyDir == nil || dst.EmptyDir.Medium != corev1.StorageMediumMemory {
+					t.Fatalf("%s volume must be a memory emptyDir: %+v", name, dst)
+				}
 			}
 			_, copier := findContainer(spec.InitContainers, "ca-key")
 			all := append(slices.Clone(spec.InitContainers), spec.Containers...)
@@ -201,7 +212,8 @@ func TestCAKeyReadableOnlyByProxy(t *testing.T) {
 			if *copier.SecurityContext.RunAsUser != *proxy.SecurityContext.RunAsUser {
 				t.Error("the copier must run as the proxy's user, so the copy belongs to it")
 			}
-			if args := strings.Join(copier.Args, " "); args != "ca install-key --from /ca-secret/ca-key.pem --to /ca-key/ca-key.pem" {
+			if args := strings.Join(copier.Args, " "); args != "ca install-key --from /ca-secret/ca-key.pem --to /ca-key/ca-key.pem "+
+				"--cert-from /ca-secret/ca.pem --cert-to /ca-cert/ca.pem" {
 				t.Errorf("copier args %q do not install the key with nora-breaker ca install-key", args)
 			}
 			if copier.Image != proxy.Image {
@@ -209,6 +221,11 @@ func TestCAKeyReadableOnlyByProxy(t *testing.T) {
 			}
 			if m, ok := mountFor(proxy, caKeyPath); !ok || m.Name != "ca-key" {
 				t.Errorf("proxy ca_key %s is not on the ca-key volume", caKeyPath)
+			}
+			for _, c := range all {
+				if m, ok := mountFor(&c, caCertPath); ok && m.Name != "ca-cert" {
+					t.Errorf("container %s reads the CA certificate from volume %s, not the copier's ca-cert", c.Name, m.Name)
+				}
 			}
 			for _, c := range all {
 				for _, m := range c.VolumeMounts {
@@ -328,6 +345,17 @@ func TestSchemaRejects(t *testing.T) {
 		{"zero upstream connections per host", "sidecar.maxUpstreamConnsPerHost=0", false},
 		{"unknown admin token key", "sidecar.adminToken.secret=x", false},
 		{"unknown network policy key", "networkPolicy.prometheus.namespace=monitoring", false},
+		{"typo in a NORA key", "upstreams.maven.proxy_timout=60", false},
+		{"typo in docker's table", "upstreams.docker.read_timout=60", false},
+		{"proxy on docker, which has upstreams", "upstreams.docker.proxy=https://r.example", false},
+		{"NORA's own cache key", "upstreams.npm.serve_stale=false", true},
+		{"nuget search service", "upstreams.nuget.search_service=https://search.example/query", true},
+		{"unknown access mode", "nora.persistence.accessModes={ReadWriteSometimes}", false},
+		{"GOMEMLIMIT above the limit", "sidecar.goMemLimitPercent=101", false},
+		{"unknown config change", "configChange=restart", false},
+		{"unknown test key", "tests.image=busybox", false},
+		{"unknown service account key", "serviceAccount.automount=true", false},
+		{"source range without a mask", "service.loadBalancerSourceRanges={10.0.0.1}", false},
 		{"threshold 1 is fine", "circuitBreaker.failureThreshold=1", true},
 		{"nora mode is fine", "mode=nora", true},
 	}
@@ -421,5 +449,48 @@ func TestKustomizePatch(t *testing.T) {
 	checkTokenEnv(t, side, "nora-breaker-admin-token", "token")
 	if v := volume(spec, "nora-breaker-ca-secret"); v == nil || v.Secret == nil || *v.Secret.DefaultMode != 0o400 {
 		t.Error("patch must mount the CA Secret with defaultMode 0400")
+	}
+	_, copier := findContainer(spec.InitContainers, "nora-breaker-ca-key")
+	if copier == nil || !slices.Contains(copier.Args, "--cert-from") {
+		t.Error("patch's copier must copy the certificate with the key")
+	}
+	if v := volume(spec, "nora-breaker-ca-cert"); v == nil || v.EmptyDir == nil {
+		t.Error("the CA certificate must come from the copier's snapshot, not the live Secret")
+	}
+}
+
+// TestKustomizePostRenderer runs post-render.sh with a stand-in kubectl
+// that prints the nora.yaml of the kustomization it is given: the rendered
+// manifests pass through, and a nora.yaml next to the script (rendered by
+// hand, README step 2a) is left as it was.
+func TestKustomizePostRenderer(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"post-render.sh", "kustomization.yaml", "sidecar-patch.yaml"} {
+		b, err := os.ReadFile(filepath.Join(chartDir, "examples", "kustomize", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mine := "# rendered by hand\n"
+	if err := os.WriteFile(filepath.Join(dir, "nora.yaml"), []byte(mine), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	fake := "#!/bin/sh\n[ \"$1\" = kustomize ] && cat \"$2/nora.yaml\"\n"
+	if err := os.WriteFile(filepath.Join(bin, "kubectl"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", filepath.Join(dir, "post-render.sh"))
+	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
+	cmd.Stdin = strings.NewReader("kind: Deployment\n")
+	out, err := cmd.Output()
+	if err != nil || string(out) != "kind: Deployment\n" {
+		t.Fatalf("post-render.sh: %v, output %q", err, out)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "nora.yaml")); string(got) != mine {
+		t.Errorf("post-render.sh overwrote the nora.yaml next to it: %q", got)
 	}
 }

@@ -37,11 +37,15 @@ type rendered struct {
 	ConfigMaps      map[string]*corev1.ConfigMap
 	Secrets         map[string]*corev1.Secret
 	Services        map[string]*corev1.Service
+	ServiceAccounts map[string]*corev1.ServiceAccount
+	Pods            map[string]*corev1.Pod // helm test hooks
 	NetworkPolicies []*networkingv1.NetworkPolicy
-	PDBs            []*policyv1.PodDisruptionBudget
-	PVCs            []*corev1.PersistentVolumeClaim
-	ServiceMonitors []*monitoringv1.ServiceMonitor
-	PrometheusRules []*monitoringv1.PrometheusRule
+	// TestNetworkPolicies are helm test hooks, alive only during a test.
+	TestNetworkPolicies []*networkingv1.NetworkPolicy
+	PDBs                []*policyv1.PodDisruptionBudget
+	PVCs                []*corev1.PersistentVolumeClaim
+	ServiceMonitors     []*monitoringv1.ServiceMonitor
+	PrometheusRules     []*monitoringv1.PrometheusRule
 }
 
 func helmBin(t *testing.T) string {
@@ -59,12 +63,38 @@ func helmBin(t *testing.T) string {
 	return h
 }
 
-// helmTemplate runs helm template and returns stdout, or the combined
-// output as an error.
+// kubeVersion is the cluster version renders assume unless a test says
+// otherwise: helm's own default (1.20 in a binary built with go install) is
+// below the chart's kubeVersion.
+const kubeVersion = "1.31.0"
+
+// monitoringAPIs are the Prometheus Operator's kinds, which a cluster with
+// its CRDs serves; renders assume them unless a test says otherwise.
+var monitoringAPIs = []string{"--api-versions", "monitoring.coreos.com/v1/ServiceMonitor",
+	"--api-versions", "monitoring.coreos.com/v1/PrometheusRule"}
+
+// helmTemplate runs helm template against a cluster of kubeVersion with
+// the Prometheus Operator's CRDs and returns stdout, or the combined output
+// as an error.
 func helmTemplate(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	full := append([]string{"template", release, chartDir, "--namespace", namespace}, args...)
+	return helmTemplateBare(t, append(append([]string{"--kube-version", kubeVersion}, monitoringAPIs...), args...)...)
+}
+
+// helmTemplateBare is helmTemplate with only the arguments given.
+func helmTemplateBare(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	return helm(t, nil, append([]string{"template", release, chartDir, "--namespace", namespace}, args...)...)
+}
+
+// helm runs a helm command with extra environment and returns stdout, or
+// the combined output as an error.
+func helm(t *testing.T, env []string, full ...string) (string, error) {
+	t.Helper()
 	cmd := exec.Command(helmBin(t), full...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -80,6 +110,21 @@ func render(t *testing.T, args ...string) *rendered {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return decode(t, out)
+}
+
+// renderBare is render with only the arguments given.
+func renderBare(t *testing.T, args ...string) *rendered {
+	t.Helper()
+	out, err := helmTemplateBare(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decode(t, out)
+}
+
+func decode(t *testing.T, out string) *rendered {
+	t.Helper()
 	r, err := decodeAll(out)
 	if err != nil {
 		t.Fatal(err)
@@ -93,6 +138,7 @@ func decodeAll(stream string) (*rendered, error) {
 	r := &rendered{
 		Deployments: map[string]*appsv1.Deployment{}, ConfigMaps: map[string]*corev1.ConfigMap{},
 		Secrets: map[string]*corev1.Secret{}, Services: map[string]*corev1.Service{},
+		ServiceAccounts: map[string]*corev1.ServiceAccount{}, Pods: map[string]*corev1.Pod{},
 	}
 	for i, doc := range strings.Split(stream, "\n---") {
 		if strings.TrimSpace(stripComments(doc)) == "" {
@@ -134,9 +180,21 @@ func (r *rendered) add(doc []byte) error {
 	case "v1/Service":
 		var o corev1.Service
 		return decodeInto(strict, &o, func() { r.Services[o.Name] = &o })
+	case "v1/ServiceAccount":
+		var o corev1.ServiceAccount
+		return decodeInto(strict, &o, func() { r.ServiceAccounts[o.Name] = &o })
+	case "v1/Pod":
+		var o corev1.Pod
+		return decodeInto(strict, &o, func() { r.Pods[o.Name] = &o })
 	case "networking.k8s.io/v1/NetworkPolicy":
 		var o networkingv1.NetworkPolicy
-		return decodeInto(strict, &o, func() { r.NetworkPolicies = append(r.NetworkPolicies, &o) })
+		return decodeInto(strict, &o, func() {
+			if o.Annotations["helm.sh/hook"] == "test" {
+				r.TestNetworkPolicies = append(r.TestNetworkPolicies, &o)
+			} else {
+				r.NetworkPolicies = append(r.NetworkPolicies, &o)
+			}
+		})
 	case "policy/v1/PodDisruptionBudget":
 		var o policyv1.PodDisruptionBudget
 		return decodeInto(strict, &o, func() { r.PDBs = append(r.PDBs, &o) })

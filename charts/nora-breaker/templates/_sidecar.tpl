@@ -37,6 +37,11 @@ proxy. The container expects the volumes of nora-breaker.volumes.
           name: {{ $sc.sharedState.existingSecret }}
           key: {{ $sc.sharedState.passwordKey }}
     {{- end }}
+    {{- with include "nora-breaker.goMemLimit" $root }}
+    # The Go runtime's soft memory limit, under the container's hard one.
+    - name: GOMEMLIMIT
+      value: {{ . | quote }}
+    {{- end }}
     {{- with $root.Values.sharedEnv }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
@@ -80,6 +85,18 @@ proxy. The container expects the volumes of nora-breaker.volumes.
   resources:
     {{- toYaml . | nindent 4 }}
   {{- end }}
+  {{- if $sc.lifecycle }}
+  lifecycle:
+    {{- toYaml $sc.lifecycle | nindent 4 }}
+  {{- else if not .native }}
+  # Keep accepting while the endpoint is withdrawn from the Service; the
+  # kubelet sends SIGTERM (and the proxy drains) after this returns. The
+  # image has no shell, so the binary sleeps itself.
+  lifecycle:
+    preStop:
+      exec:
+        command: ["/nora-breaker", "sleep", "{{ int $sc.preStopSleepSeconds }}"]
+  {{- end }}
   securityContext:
     {{- toYaml $sc.securityContext | nindent 4 }}
   volumeMounts:
@@ -103,22 +120,29 @@ proxy. The container expects the volumes of nora-breaker.volumes.
     - name: stale
       mountPath: {{ include "nora-breaker.staleDir" $root }}
     {{- end }}
+    {{- with $sc.extraVolumeMounts }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
 {{- end -}}
 
 {{/*
-nora-breaker.caKeyInitContainer: copies the CA key out of its Secret into
-the memory-backed ca-key volume as a 0400 file owned by the proxy's user.
-A Secret volume alone cannot give that: its files belong to root, and with
-an fsGroup the kubelet adds group read, which the proxy rightly refuses.
-This container runs as the proxy's user and reads the Secret through the
-pod's fsGroup, so it must come before the sidecar.
+nora-breaker.caKeyInitContainer: copies the CA pair out of its Secret into
+memory-backed volumes: the key (ca-key) as a 0400 file owned by the proxy's
+user, the certificate (ca-cert, also read by NORA) as 0444. A Secret volume
+alone cannot give the key that: its files belong to root, and with an
+fsGroup the kubelet adds group read, which the proxy rightly refuses. The
+certificate is copied with it, checked to match, because a Secret volume
+follows a renewed Secret and the key copy does not: every container of the
+pod keeps the pair the pod started with, even after restarting. This
+container runs as the proxy's user and reads the Secret through the pod's
+fsGroup, so it must come before the sidecar.
 */}}
 {{- define "nora-breaker.caKeyInitContainer" -}}
 {{- $root := .root -}}
 {{- $kc := $root.Values.ca.keyCopier -}}
 - name: ca-key
-  # The proxy's own image: "ca install-key" checks the key parses and writes
-  # an owner-only copy, so no second image (and no shell) is needed.
+  # The proxy's own image: "ca install-key" checks the pair and writes an
+  # owner-only copy of the key, so no second image (and no shell) is needed.
   image: {{ include "nora-breaker.image" $root }}
   imagePullPolicy: {{ $root.Values.image.pullPolicy }}
   args:
@@ -128,6 +152,10 @@ pod's fsGroup, so it must come before the sidecar.
     - /ca-secret/ca-key.pem
     - --to
     - /ca-key/ca-key.pem
+    - --cert-from
+    - /ca-secret/ca.pem
+    - --cert-to
+    - /ca-cert/ca.pem
   {{- with $kc.resources }}
   resources:
     {{- toYaml . | nindent 4 }}
@@ -140,6 +168,8 @@ pod's fsGroup, so it must come before the sidecar.
       readOnly: true
     - name: ca-key
       mountPath: /ca-key
+    - name: ca-cert
+      mountPath: /ca-cert
 {{- end -}}
 
 {{/* The pod volumes nora-breaker.sidecarContainer and the key copier mount. */}}
@@ -150,13 +180,6 @@ pod's fsGroup, so it must come before the sidecar.
   configMap:
     name: {{ include "nora-breaker.configMapName" $root }}
 {{- if $root.Values.ca.enabled }}
-- name: ca-cert
-  secret:
-    secretName: {{ include "nora-breaker.caSecretName" $root }}
-    defaultMode: 0444
-    items:
-      - key: {{ include "nora-breaker.caCertKey" $root }}
-        path: ca.pem
 - name: ca-secret
   secret:
     secretName: {{ include "nora-breaker.caSecretName" $root }}
@@ -164,8 +187,16 @@ pod's fsGroup, so it must come before the sidecar.
     # what lets the non-root key copier read it.
     defaultMode: 0400
     items:
+      - key: {{ include "nora-breaker.caCertKey" $root }}
+        path: ca.pem
       - key: {{ include "nora-breaker.caKeyKey" $root }}
         path: ca-key.pem
+# The copier's snapshot of the pair: the certificate for the proxy and NORA,
+# the key for the proxy alone.
+- name: ca-cert
+  emptyDir:
+    medium: Memory
+    sizeLimit: 1Mi
 - name: ca-key
   emptyDir:
     medium: Memory
@@ -183,5 +214,8 @@ pod's fsGroup, so it must come before the sidecar.
 - name: stale
   emptyDir:
     sizeLimit: {{ $sc.stale.volumeSizeLimit }}
+{{- end }}
+{{- with $root.Values.extraVolumes }}
+{{ toYaml . }}
 {{- end }}
 {{- end -}}
