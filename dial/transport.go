@@ -2,15 +2,14 @@ package dial
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"maps"
 	"net"
 	"net/http"
-	"os"
 	"sync/atomic"
 	"time"
 
+	"github.com/nora-breaker/nora-breaker/certs"
 	"github.com/nora-breaker/nora-breaker/config"
 	"github.com/nora-breaker/nora-breaker/destination"
 	"github.com/nora-breaker/nora-breaker/route"
@@ -87,16 +86,9 @@ func (s Settings) Policy(own *atomic.Pointer[destination.Own], denyUnlisted bool
 func NewTransport(s Settings, own *atomic.Pointer[destination.Own]) (*http.Transport, *Dialer, error) {
 	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12}
 	if s.upstreamCA != "" {
-		pem, err := os.ReadFile(s.upstreamCA)
+		pool, err := certs.Roots(s.upstreamCA)
 		if err != nil {
 			return nil, nil, fmt.Errorf("sidecar.upstream_ca: %w", err)
-		}
-		pool, err := x509.SystemCertPool()
-		if err != nil || pool == nil {
-			pool = x509.NewCertPool()
-		}
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, nil, fmt.Errorf("sidecar.upstream_ca %s: no PEM certificates found", s.upstreamCA)
 		}
 		tlsConf.RootCAs = pool
 	}
