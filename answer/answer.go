@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -67,7 +69,7 @@ func ForError(req *http.Request, format, key string, err error) *http.Response {
 	case errors.Is(err, destination.ErrForbidden):
 		return Refused(req, http.StatusForbidden, "destination address is not allowed")
 	}
-	status, msg := http.StatusBadGateway, fmt.Sprintf("nora-breaker: %v", err) // err names the key already
+	status, msg := http.StatusBadGateway, fmt.Sprintf("nora-breaker: %s could not be reached: %s", key, cause(err))
 	if errors.Is(err, attempt.ErrHeaderTimeout) {
 		status, msg = http.StatusGatewayTimeout, fmt.Sprintf("upstream %s sent no response headers in time", key)
 	}
@@ -133,4 +135,37 @@ func withType(req *http.Request, status int, contentType, body string) *http.Res
 		resp.Body = io.NopCloser(strings.NewReader(body))
 	}
 	return resp
+}
+
+// cause is what went wrong in words the client can use, without what only
+// this machine knows: a dial error names the address the host resolved to
+// (or [sidecar.resolve] sent it to), which is not the host the client asked
+// for, so only the innermost reason is kept ("connect: connection
+// refused", "no such host", a TLS failure).
+func cause(err error) string {
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return "no such host"
+	}
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Err != nil {
+		return opErr.Err.Error()
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) && ue.Err != nil {
+		return cause(ue.Err)
+	}
+	msg := err.Error()
+	// Errors wrapped on the way ("upstream <key>: …") say the key again.
+	for {
+		rest, ok := strings.CutPrefix(msg, "upstream ")
+		if !ok {
+			return msg
+		}
+		_, after, found := strings.Cut(rest, ": ")
+		if !found {
+			return msg
+		}
+		msg = after
+	}
 }

@@ -3,11 +3,15 @@ package answer
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -124,5 +128,14 @@ func TestSynthForError(t *testing.T) {
 	if body := readBody(t, resp); resp.StatusCode != 502 || !strings.Contains(body, "refused") ||
 		resp.Header.Get("X-Nora-Breaker-Key") != "go" {
 		t.Errorf("502: %d %q", resp.StatusCode, body)
+	}
+	// The answer names the host the client asked for, never the address it
+	// resolved to (issue 22, point 5).
+	dial := fmt.Errorf("upstream go: %w", &net.OpError{Op: "dial", Net: "tcp",
+		Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 36439}, Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)})
+	resp = ForError(req, "go", "proxy.golang.org", dial)
+	if body := readBody(t, resp); resp.StatusCode != 502 || strings.Contains(body, "127.0.0.1") ||
+		!strings.Contains(body, "proxy.golang.org") || !strings.Contains(body, "connection refused") {
+		t.Errorf("502 of a refused dial: %d %q", resp.StatusCode, body)
 	}
 }

@@ -31,21 +31,37 @@ type Target struct {
 // process; the transport is handed in per attempt because it belongs to the
 // configuration the request arrived under.
 type Sender struct {
-	now      func() time.Time
-	duration *prometheus.HistogramVec
+	now         func() time.Time
+	duration    *prometheus.HistogramVec
+	localFaults prometheus.Counter
 }
 
-// NewSender registers the attempt duration histogram on reg.
+// NewSender registers the attempt duration histogram and the local fault
+// counter on reg.
 func NewSender(now func() time.Time, reg prometheus.Registerer) (*Sender, error) {
 	d := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "nora_upstream_request_duration_seconds",
 		Help:    "Time until an upstream answered with headers (or failed), by breaker key and status class.",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 	}, []string{"registry", "status"})
-	if err := reg.Register(d); err != nil {
-		return nil, fmt.Errorf("register upstream duration metric: %w", err)
+	lf := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "nora_sidecar_local_faults_total",
+		Help: "Attempts and dials that failed on this machine itself (out of file descriptors, buffers, memory or local ports): neutral for every breaker.",
+	})
+	for _, c := range []prometheus.Collector{d, lf} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register attempt metrics: %w", err)
+		}
 	}
-	return &Sender{now: now, duration: d}, nil
+	return &Sender{now: now, duration: d, localFaults: lf}, nil
+}
+
+// CountLocalFault counts err when it is this machine's own fault
+// (LocalFault), for the attempts and dials made outside Send.
+func (s *Sender) CountLocalFault(err error) {
+	if LocalFault(err) {
+		s.localFaults.Inc()
+	}
 }
 
 // Send performs one attempt of out through rt at target, admitted by ticket.
@@ -110,6 +126,7 @@ func BodyDecides(req *http.Request, resp *http.Response) bool {
 
 func (s *Sender) observe(key string, resp *http.Response, err error, start time.Time) {
 	s.duration.WithLabelValues(key, statusClass(resp, err)).Observe(s.now().Sub(start).Seconds())
+	s.CountLocalFault(err)
 }
 
 // bodyless reports an answer that has no body whatever its headers say:

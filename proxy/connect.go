@@ -100,6 +100,8 @@ func (p *Proxy) serveTunnel(req *http.Request, client net.Conn, snap *snapshot, 
 	}
 	if err != nil {
 		ticket.Done(attempt.Decide(nil, err, req.Context()))
+		rec.err = err
+		p.sender.CountLocalFault(err)
 		key := addr
 		if rt.Classified() {
 			key = rt.Key

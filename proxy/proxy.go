@@ -66,6 +66,7 @@ type Proxy struct {
 	// (guarded by keysMu).
 	learnedKeys map[string]bool
 	chain       *fallback.Chain
+	sender      *attempt.Sender
 	stale       *stale.Cache
 	// interceptor serves intercepted CONNECTs; nil without a CA.
 	interceptor *tunnel.Interceptor
@@ -166,6 +167,7 @@ func keyNames(keys []breakerstate.KeySettings) []string {
 
 func (p *Proxy) buildFallback(cfg *config.Config) error {
 	sender, err := attempt.NewSender(p.now, p.deps.Registry)
+	p.sender = sender
 	if err != nil {
 		return err
 	}

@@ -37,6 +37,9 @@ type record struct {
 	servedBy string
 	attempts fallback.Attempts
 	status   int
+	// err is why the proxy answered with an error of its own outside the
+	// fallback loop (an unclassified host, a CONNECT's dial), for the log.
+	err error
 }
 
 func (p *Proxy) newRecord(req *http.Request) *record {
@@ -103,6 +106,9 @@ func (p *Proxy) emit(rec *record, bytes int64) {
 			return
 		}
 		ev = ev.Bool("client_gone", true).Int64("suppressed_before", left)
+	}
+	if rec.err != nil {
+		ev = ev.Str("error", rec.err.Error())
 	}
 	ev.
 		Str("method", rec.method).Str("scheme", rec.scheme).Str("host", rec.host).

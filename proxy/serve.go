@@ -133,6 +133,8 @@ func (p *Proxy) forwardUnclassified(req *http.Request, snap *snapshot, rec *reco
 		} else {
 			rec.result = answer.Error
 		}
+		rec.err = err
+		p.sender.CountLocalFault(err)
 		return answer.ForError(req, "", req.URL.Host, err)
 	}
 	if resp.StatusCode == http.StatusSwitchingProtocols {
