@@ -122,14 +122,13 @@ func newFront(t *testing.T, name, target string, h http.Handler, tlsCfg *tls.Con
 			t.Fatal(err)
 		}
 		f.origin.Store(&u.Host)
-		rp := httputil.NewSingleHostReverseProxy(u)
 		// An origin restarted on a new port (it binds port 0) is found
-		// through retarget; the path and Host handling stay the stock ones.
-		director := rp.Director
-		rp.Director = func(r *http.Request) {
-			director(r)
-			r.URL.Host = *f.origin.Load()
-		}
+		// through retarget; the path is joined under the target's, and the
+		// Host the client sent goes on as it came.
+		rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(&url.URL{Scheme: u.Scheme, Host: *f.origin.Load(), Path: u.Path, RawPath: u.RawPath})
+			pr.Out.Host = pr.In.Host
+		}}
 		rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) {
 			if hj, ok := w.(http.Hijacker); ok {
 				if c, _, err := hj.Hijack(); err == nil {

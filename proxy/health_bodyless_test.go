@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"testing"
@@ -31,7 +30,7 @@ func bodylessHandler(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 	default:
 		w.WriteHeader(http.StatusOK)
-		io.WriteString(w, string(make([]byte, manifestLength)))
+		w.Write(make([]byte, manifestLength))
 	}
 }
 

@@ -14,6 +14,12 @@ bash sharedstate/install-redis.sh
 echo "== unit and integration tests (race detector)"
 go test -race -count=1 -timeout 20m ./...
 
+echo "== fuzzing, bounded (the request framing check against net/http's own reading; host names)"
+# Fuzz targets also run their seed corpus in the go test above; this gives
+# the two that guard the transparent path a short run of new inputs.
+go test -run '^$' -fuzz '^FuzzFramingScan$' -fuzztime 30s ./clientconn
+go test -run '^$' -fuzz '^FuzzHostIsIdempotent$' -fuzztime 10s ./internal/hostport
+
 echo "== Helm chart tests"
 bash charts/test.sh
 
