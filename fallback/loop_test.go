@@ -452,3 +452,44 @@ func TestLoopUnusedAdmissionIsGivenBack(t *testing.T) {
 		}
 	})
 }
+
+// presentFormat reports every answer it presents storable or not, as a
+// format that could (PyPI: a page rewritten) or could not (a page in an
+// encoding it cannot read) make a candidate's answer right for the client.
+type presentFormat struct {
+	format.Plain
+	storable bool
+}
+
+func (f presentFormat) Present(*http.Request, *http.Response) bool { return f.storable }
+
+// TestLoopUnstorableAnswerKeepsTheCopy: a candidate's answer its format
+// could not make right is served, but never replaces the copy kept from
+// the addressed upstream; one it could make right does replace it.
+func TestLoopUnstorableAnswerKeepsTheCopy(t *testing.T) {
+	for _, tc := range []struct {
+		storable  bool
+		wantStale string
+	}{{true, "from B"}, {false, "the kept copy"}} {
+		t.Run(fmt.Sprintf("storable=%v", tc.storable), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newLoopRig(t, false, 0)
+				r.chain.o.Formats = format.Set{"maven": presentFormat{storable: tc.storable}}
+				keptCopy("the kept copy")(t, r)
+				time.Sleep(31 * time.Second) // past the cache's refresh age: a new answer may replace the copy
+				r.up["A"].Script(testkit.Status(502, ""))
+				r.up["B"].Script(testkit.Status(200, "from B"))
+				if res, body, _ := r.serve(t, http.MethodGet); res.Kind != answer.Fallback || body != "from B" {
+					t.Fatalf("B's answer: %s %q", res.Kind, body)
+				}
+				synctest.Wait() // a copy of B's answer, if kept, is committed
+				r.up["A"].Script(testkit.Status(502, ""))
+				r.up["B"].Script(testkit.Status(502, ""))
+				r.up["C"].Script(testkit.Status(502, ""))
+				if res, body, _ := r.serve(t, http.MethodGet); res.Kind != answer.Stale || body != tc.wantStale {
+					t.Fatalf("everything down: %s %q, want the stale %q", res.Kind, body, tc.wantStale)
+				}
+			})
+		})
+	}
+}
