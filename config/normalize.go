@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/nora-breaker/nora-breaker/internal/hostport"
 )
 
 // normalizeURL turns a configured upstream URL into the canonical form every
@@ -139,6 +141,9 @@ func buildChain(in chainInput, probs *problems) []*Upstream {
 			seenPrefix[up.Prefix] = true
 		}
 		up.Hosts = hostsOf(up, in)
+		if up.Format == "docker" {
+			up.Serves = servesOf(up, en, probs)
+		}
 		chain = append(chain, up)
 	}
 	return chain
@@ -164,4 +169,42 @@ func hostsOf(up *Upstream, in chainInput) []string {
 		add(in.aliases[up.Format])
 	}
 	return hosts
+}
+
+// DockerRegistryName is the name a client gives the registry at host (a
+// host, or host:port): the name containerd sends a mirror as ?ns=, which is
+// the registry part of an image reference. Docker Hub is "docker.io"
+// under any of its hosts; any other registry is its canonical host, with
+// its port unless it is 443. "" for a name that is no host.
+func DockerRegistryName(host string) string {
+	h, port, err := hostport.Split(strings.TrimSpace(host), "443")
+	if err != nil || h == "" {
+		return ""
+	}
+	switch h {
+	case "docker.io", "registry-1.docker.io", "index.docker.io", "registry.hub.docker.com":
+		if port == "443" {
+			return "docker.io"
+		}
+	}
+	return hostport.Authority("https", h, port)
+}
+
+// servesOf lists the registries a docker upstream answers for: its own,
+// then each one its `serves` names, once each. An entry that is no host
+// is reported where it was written.
+func servesOf(up *Upstream, en entry, probs *problems) []string {
+	own := DockerRegistryName(up.URL.Host)
+	out := []string{own}
+	for _, s := range en.serves {
+		name := DockerRegistryName(s)
+		if name == "" || !validAllowHost(strings.ToLower(strings.TrimSpace(s))) {
+			probs.add(en.servesAt.errorf("serves entry %q must be a registry host such as \"ghcr.io\" or \"registry.corp:5000\"", s))
+			continue
+		}
+		if !contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out
 }

@@ -78,6 +78,13 @@ type Upstream struct {
 	// "host:port" when the alias names one. Each has its own breaker
 	// (HostKey).
 	Hosts []string
+	// Serves, for docker, names the registries the upstream answers for,
+	// as a request names its registry (containerd's ?ns=, see
+	// DockerRegistryName): its own first (docker.io for Docker Hub's
+	// hosts, else its URL host), then those its `serves` lists. A request
+	// that names a registry is only answered by a candidate that serves
+	// it (docs/behaviour.md §5.4). Empty for other formats.
+	Serves []string
 	// Position is the 0-based index in its format's chain.
 	Position int
 	// Bound is true for a docker upstream with a prefix: it has no other

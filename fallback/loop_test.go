@@ -493,3 +493,59 @@ func TestLoopUnstorableAnswerKeepsTheCopy(t *testing.T) {
 		})
 	}
 }
+
+// servingFormat lets only the candidates it names answer.
+type servingFormat struct {
+	format.Plain
+	serving map[string]bool // breaker key → may answer
+}
+
+func (f servingFormat) MayAnswer(_ *http.Request, cand *config.Upstream) bool {
+	return f.serving[cand.Key]
+}
+
+// TestLoopCandidateMayNotAnswer: a candidate its format says may not
+// answer the request is skipped before its breaker is asked (B's forced
+// open breaker is never consulted: its step says not_serving), and with
+// none left the request gets a stale copy, else the terminal answer (A's
+// own 502).
+func TestLoopCandidateMayNotAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		setup      func(*testing.T, *loopRig)
+		wantStatus int
+		wantKind   answer.Result
+		wantSteps  []string
+	}{
+		{name: "next candidate serves",
+			wantStatus: 200, wantKind: answer.Fallback,
+			wantSteps: []string{"A failure 502", "B skipped not_serving", "C success 200+"}},
+		{name: "stale copy", setup: keptCopy("the kept copy"),
+			wantStatus: 200, wantKind: answer.Stale,
+			wantSteps: []string{"A failure 502", "B skipped not_serving", "C skipped not_serving"}},
+		{name: "terminal answer", setup: forceOpen("B"),
+			wantStatus: 502, wantKind: answer.Forwarded,
+			wantSteps: []string{"A failure 502", "B skipped not_serving", "C skipped not_serving"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newLoopRig(t, true, 0)
+				serving := map[string]bool{r.c.Key: tc.name == "next candidate serves"}
+				r.chain.o.Formats = format.Set{"maven": servingFormat{serving: serving}}
+				if tc.setup != nil {
+					tc.setup(t, r)
+				}
+				r.up["A"].Script(testkit.Status(502, "A is broken"))
+				if serving[r.c.Key] {
+					r.up["C"].Script(testkit.Status(200, "from C"))
+				}
+				res, _, _ := r.serve(t, http.MethodGet)
+				if got := r.steps(res.Attempts); res.Resp.StatusCode != tc.wantStatus || res.Kind != tc.wantKind ||
+					!slices.Equal(got, tc.wantSteps) {
+					t.Errorf("%d %s, steps %q; want %d %s, %q", res.Resp.StatusCode, res.Kind, got,
+						tc.wantStatus, tc.wantKind, tc.wantSteps)
+				}
+			})
+		})
+	}
+}

@@ -72,11 +72,18 @@ func (s *search) mayGoOn() bool {
 	return now.Before(s.deadline)
 }
 
-// admit asks whether u, the i-th upstream of the loop, may be asked: the
+// admit asks whether u, the i-th upstream of the loop, may be asked: a
+// candidate the format says may not answer the request is not; then the
 // breaker of the host the attempt goes to decides (the addressed request's
 // own host, a candidate's URL host).
 func (s *search) admit(i int, u *config.Upstream) (breakerstate.Ticket, bool) {
 	key := s.keyOf(i, u)
+	if i > 0 && !s.fm.MayAnswer(s.r.Client, u) {
+		// Not a refusal: no breaker was asked, and its Retry-After is
+		// no wait for this request.
+		s.attempts = append(s.attempts, Attempt{Key: key, Skipped: SkipNotServing})
+		return breakerstate.Ticket{}, false
+	}
 	if s.c.o.Throttles != nil && substitutable(s.r.Client.Method) && s.c.o.Throttles.Left(key) > 0 {
 		// It asked to be left alone: not asked, and no refusal counted.
 		s.throttled = s.throttled || i == 0

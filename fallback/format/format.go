@@ -23,6 +23,13 @@ type Format interface {
 	// c.Call, at least once; docker sends again with a bearer token when
 	// the first answer is a 401 challenge.
 	Send(c Candidate) (*http.Response, error)
+	// MayAnswer reports whether candidate cand may answer the client's
+	// request req at all, before any breaker is asked: a candidate whose
+	// answer would be another artifact under the same name must not
+	// (docker: a request that names its registry with ?ns= is only
+	// answered by an upstream that serves that registry). A candidate it
+	// refuses is skipped and listed, and counts for nothing.
+	MayAnswer(req *http.Request, cand *config.Upstream) bool
 	// Realm is the breaker key of another host u's clients cannot do
 	// without ("" for none): docker's token realm. While that breaker
 	// refuses, the loop counts u as refused too.

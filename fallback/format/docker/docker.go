@@ -6,6 +6,7 @@ package docker
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -106,6 +107,25 @@ func (f *Format) withCachedToken(out *http.Request, cand *config.Upstream, rel s
 		out.Header.Set("Authorization", "Bearer "+token)
 	}
 	return ok
+}
+
+// MayAnswer: a request that names the registry its image comes from
+// (containerd adds ?ns=<registry> to what it asks a mirror) is only
+// answered by a candidate that serves that registry, by its own name or
+// its `serves` list (docs/behaviour.md §5.4). Any other registry's image
+// of the same name is somebody else's: anybody may register
+// team/app on Docker Hub. A request that names none may go anywhere.
+func (*Format) MayAnswer(req *http.Request, cand *config.Upstream) bool {
+	names, ok := req.URL.Query()["ns"]
+	if !ok {
+		return true
+	}
+	for _, n := range names {
+		if !slices.Contains(cand.Serves, config.DockerRegistryName(n)) {
+			return false
+		}
+	}
+	return true
 }
 
 // Realm is the breaker key of u's token realm's host, once a challenge of
