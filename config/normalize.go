@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -84,6 +85,24 @@ func builtinAliases(host string) []string {
 	return nil
 }
 
+// builtinEquivalents are the hosts that are a well-known registry under
+// another name, serving the same paths: yarn's name for the npm registry,
+// Docker Hub's index name (go-containerregistry's default), Maven
+// Central's Apache name, PyPI's old name.
+func builtinEquivalents(host string) []string {
+	switch host {
+	case "registry.npmjs.org":
+		return []string{"registry.yarnpkg.com"}
+	case "registry-1.docker.io":
+		return []string{"index.docker.io"}
+	case "repo1.maven.org":
+		return []string{"repo.maven.apache.org"}
+	case "pypi.org":
+		return []string{"pypi.python.org"}
+	}
+	return nil
+}
+
 // chainInput is everything needed to turn one format's entries into
 // upstreams.
 type chainInput struct {
@@ -93,6 +112,7 @@ type chainInput struct {
 	readTimeout  int
 	extraHosts   []string            // nuget search/autocomplete hosts
 	aliases      map[string][]string // [sidecar.aliases]
+	equivalents  map[string][]string // [sidecar.equivalents]
 }
 
 // buildChain normalises one format's entries into its upstream chain,
@@ -140,7 +160,7 @@ func buildChain(in chainInput, probs *problems) []*Upstream {
 			}
 			seenPrefix[up.Prefix] = true
 		}
-		up.Hosts = hostsOf(up, in)
+		up.Hosts, up.Equivalents = hostsOf(up, in)
 		if up.Format == "docker" {
 			up.Serves = servesOf(up, en, probs)
 		}
@@ -149,10 +169,14 @@ func buildChain(in chainInput, probs *problems) []*Upstream {
 	return chain
 }
 
-// hostsOf lists the upstream's own host first, then every alias, once each.
-func hostsOf(up *Upstream, in chainInput) []string {
+// hostsOf lists the upstream's own host first, then its equivalent hosts,
+// then every alias, once each, and which of them are equivalents. An
+// equivalent comes before the aliases so that a host written as an alias
+// too (the workaround before yarn's registry was built in) is an
+// equivalent: the stronger claim, and the one that fails over.
+func hostsOf(up *Upstream, in chainInput) (hosts, equivalents []string) {
 	host := up.URL.Hostname()
-	hosts := []string{host}
+	hosts = []string{host}
 	seen := map[string]bool{host: true}
 	add := func(list []string) {
 		for _, h := range list {
@@ -162,13 +186,21 @@ func hostsOf(up *Upstream, in chainInput) []string {
 			}
 		}
 	}
+	add(builtinEquivalents(host))
+	add(in.equivalents[up.Key])
+	if up.Key != up.Format {
+		add(in.equivalents[up.Format])
+	}
+	if len(hosts) > 1 {
+		equivalents = slices.Clone(hosts[1:])
+	}
 	add(builtinAliases(host))
 	add(in.extraHosts)
 	add(in.aliases[up.Key])
 	if up.Key != up.Format {
 		add(in.aliases[up.Format])
 	}
-	return hosts
+	return hosts, equivalents
 }
 
 // DockerRegistryName is the name a client gives the registry at host (a

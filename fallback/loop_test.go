@@ -549,3 +549,53 @@ func TestLoopCandidateMayNotAnswer(t *testing.T) {
 		})
 	}
 }
+
+// TestLoopEquivalentHost: a request to one of A's equivalent hosts is A's
+// registry under another name: it is asked first, under its own key; when
+// it cannot serve, A at its URL is the first candidate; and while A's
+// token realm refuses, the equivalent host counts as refused as A does.
+func TestLoopEquivalentHost(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		setup     func(*testing.T, *loopRig)
+		e, a, b   []http.HandlerFunc
+		wantBy    string
+		wantSteps []string
+	}{
+		{name: "served at its own name", e: h(testkit.Status(200, "from E")),
+			wantBy: "E", wantSteps: []string{"E success 200+"}},
+		{name: "down: the registry at its URL serves", e: h(testkit.Status(502, "")), a: h(testkit.Status(200, "from A")),
+			wantBy: "A", wantSteps: []string{"E failure 502", "A success 200+"}},
+		{name: "the registry's realm refuses", setup: forceOpen("R"), b: h(testkit.Status(200, "from B")),
+			wantBy: "B", wantSteps: []string{"E skipped realm R", "A skipped realm R", "B success 200+"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newLoopRig(t, false, 0)
+				eqKey := r.a.Key + "@e.test"
+				r.names[eqKey] = "E"
+				e := testkit.NewUpstream(func(w http.ResponseWriter, req *http.Request) {
+					t.Errorf("E was asked for %s but should not have been", req.URL.Path)
+				})
+				r.tr["e.test"] = e
+				if tc.setup != nil {
+					tc.setup(t, r)
+				}
+				for up, script := range map[*testkit.Upstream][]http.HandlerFunc{e: tc.e, r.up["A"]: tc.a, r.up["B"]: tc.b} {
+					if script != nil {
+						up.Script(script...)
+					}
+				}
+				req := httptest.NewRequestWithContext(r.client, http.MethodGet, "http://e.test/repo/g/a.jar", nil)
+				req.RequestURI = ""
+				res := r.chain.Serve(Request{Client: req, Addressed: r.a, HostKey: eqKey, Rel: "/g/a.jar",
+					Candidates: []*config.Upstream{r.a, r.b, r.c}, Equivalent: true, Settings: Settings{Transport: r.tr}})
+				res.Resp.Body.Close()
+				by := r.names[res.ServedBy]
+				if got := r.steps(res.Attempts); by != tc.wantBy || !slices.Equal(got, tc.wantSteps) {
+					t.Errorf("served by %q, steps %q; want %q, %q", by, got, tc.wantBy, tc.wantSteps)
+				}
+			})
+		})
+	}
+}

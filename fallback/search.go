@@ -90,7 +90,7 @@ func (s *search) admit(i int, u *config.Upstream) (breakerstate.Ticket, bool) {
 		s.attempts = append(s.attempts, Attempt{Key: key, Skipped: SkipThrottled})
 		return breakerstate.Ticket{}, false
 	}
-	if rk := s.fm.Realm(u); key == u.Key && rk != "" && s.c.o.Breakers.Refusing(rk) {
+	if rk := s.fm.Realm(u); s.toRegistry(i, key, u) && rk != "" && s.c.o.Breakers.Refusing(rk) {
 		// Its clients cannot get a token: treat the registry as refused.
 		s.skipped = append(s.skipped, rk)
 		s.attempts = append(s.attempts, Attempt{Key: key, Skipped: SkipRealm, Realm: rk})
@@ -103,6 +103,13 @@ func (s *search) admit(i int, u *config.Upstream) (breakerstate.Ticket, bool) {
 		return t, false
 	}
 	return t, true
+}
+
+// toRegistry reports whether the i-th attempt, admitted by key, goes to
+// u's registry itself: its URL host, or for the addressed upstream an
+// equivalent host; not to one of its other hosts (a CDN, the token realm).
+func (s *search) toRegistry(i int, key string, u *config.Upstream) bool {
+	return key == u.Key || (i == 0 && s.r.Equivalent)
 }
 
 // keyOf is the breaker key the i-th attempt is admitted and measured by.
