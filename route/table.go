@@ -119,8 +119,6 @@ func NewTable(ups []*config.Upstream) *Table {
 		// rejected by config, so ties only happen across formats and
 		// between equivalents.
 		sort.SliceStable(list, func(i, j int) bool { return len(list[i].base) > len(list[j].base) })
-	}
-	for _, list := range t.byAuthority {
 		for i := range list {
 			if !list[i].equivalent {
 				list[i].candidates = t.candidates[list[i].upstream]
