@@ -8,10 +8,12 @@ import (
 // entry is one upstream as the operator wrote it, before normalisation.
 type entry struct {
 	rawURL, auth      string
-	prefix, namespace string // docker only
-	name              string // rpm/deb repository name
-	at                origin // where the URL was written, for problems
-	source            string // Upstream.Source
+	prefix, namespace string   // docker only
+	serves            []string // docker only: the registries it serves
+	servesAt          origin   // where serves was written
+	name              string   // rpm/deb repository name
+	at                origin   // where the URL was written, for problems
+	source            string   // Upstream.Source
 }
 
 // reader gathers one format's entries from env (which wins) or the file.
@@ -87,6 +89,9 @@ func (r reader) docker() []entry {
 		}
 		en.prefix, _ = el.str("prefix")
 		en.namespace, _ = el.str("namespace")
+		if serves, ok := el.strList("serves"); ok {
+			en.serves, en.servesAt = serves, el.at(el.keyPath("serves"))
+		}
 		out = append(out, en)
 	}
 	return out

@@ -49,7 +49,7 @@ func Load(opts Options) (*Config, error) {
 			continue
 		}
 		r := reader{spec: spec, t: root.table(spec.table), e: e, filePath: path, warn: warn}
-		in := chainInput{spec: spec, entries: r.entries(), aliases: sidecar.Aliases}
+		in := chainInput{spec: spec, entries: r.entries(), aliases: sidecar.Aliases, equivalents: sidecar.Equivalents}
 		in.proxyTimeout, in.readTimeout = r.timeouts()
 		if spec.name == "nuget" {
 			in.extraHosts = r.nugetHosts()
@@ -112,9 +112,12 @@ func warnings(cfg *Config, enabled map[string]bool) []string {
 			out = append(out, fmt.Sprintf("circuit_breaker.overrides %q names no configured upstream key or enabled format", k))
 		}
 	}
-	for _, k := range sortedKeys(cfg.Sidecar.Aliases) {
-		if !keys[k] {
-			out = append(out, fmt.Sprintf("sidecar.aliases %q names no configured upstream key or format", k))
+	for table, lists := range map[string]map[string][]string{"aliases": cfg.Sidecar.Aliases,
+		"equivalents": cfg.Sidecar.Equivalents} {
+		for _, k := range sortedKeys(lists) {
+			if !keys[k] {
+				out = append(out, fmt.Sprintf("sidecar.%s %q names no configured upstream key or format", table, k))
+			}
 		}
 	}
 	if !cfg.CircuitBreaker.Enabled {

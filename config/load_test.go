@@ -251,7 +251,7 @@ admin_token = "tok"
 	if got := cfg.Sidecar.Resolve; !reflect.DeepEqual(got, map[string]string{"a.test:80": "127.0.0.1:8080", "b.test:443": "[::1]:8443"}) {
 		t.Errorf("resolve env = %v", got)
 	}
-	if got := cfg.Chain("pypi")[0].Hosts; !reflect.DeepEqual(got, []string{"pypi.org", "files.pythonhosted.org", "mirror-files.test", "cdn.test"}) {
+	if got := cfg.Chain("pypi")[0].Hosts; !reflect.DeepEqual(got, []string{"pypi.org", "pypi.python.org", "files.pythonhosted.org", "mirror-files.test", "cdn.test"}) {
 		t.Errorf("pypi hosts with env aliases = %q", got)
 	}
 }
@@ -298,6 +298,7 @@ rpm = ["mirror.rpm.test:8443"]
 		u         *Upstream
 	}{
 		{"pypi:https://pypi.org/simple", "pypi.org", pypi},
+		{"pypi:https://pypi.org/simple@pypi.python.org", "pypi.python.org", pypi},
 		{"pypi:https://pypi.org/simple@files.pythonhosted.org", "files.pythonhosted.org", pypi},
 		{"rpm", "rpm-a.test", rpmA},
 		{"rpm@mirror.rpm.test:8443", "mirror.rpm.test:8443", rpmA},
@@ -315,8 +316,8 @@ rpm = ["mirror.rpm.test:8443"]
 			t.Errorf("%s settings %+v, want HostThresholds' %+v", w.key, b.BreakerSettings, th)
 		}
 	}
-	if got[1].FailureThreshold != 20 || got[3].ResetTimeout != 7*time.Second || got[3].ResetTimeoutFrom != `format "rpm"` {
-		t.Errorf("overrides not applied: %+v, %+v", got[1].BreakerSettings, got[3].BreakerSettings)
+	if got[2].FailureThreshold != 20 || got[4].ResetTimeout != 7*time.Second || got[4].ResetTimeoutFrom != `format "rpm"` {
+		t.Errorf("overrides not applied: %+v, %+v", got[2].BreakerSettings, got[4].BreakerSettings)
 	}
 }
 

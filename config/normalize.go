@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/nora-breaker/nora-breaker/internal/hostport"
 )
 
 // normalizeURL turns a configured upstream URL into the canonical form every
@@ -82,6 +85,24 @@ func builtinAliases(host string) []string {
 	return nil
 }
 
+// builtinEquivalents are the hosts that are a well-known registry under
+// another name, serving the same paths: yarn's name for the npm registry,
+// Docker Hub's index name (go-containerregistry's default), Maven
+// Central's Apache name, PyPI's old name.
+func builtinEquivalents(host string) []string {
+	switch host {
+	case "registry.npmjs.org":
+		return []string{"registry.yarnpkg.com"}
+	case "registry-1.docker.io":
+		return []string{"index.docker.io"}
+	case "repo1.maven.org":
+		return []string{"repo.maven.apache.org"}
+	case "pypi.org":
+		return []string{"pypi.python.org"}
+	}
+	return nil
+}
+
 // chainInput is everything needed to turn one format's entries into
 // upstreams.
 type chainInput struct {
@@ -91,6 +112,7 @@ type chainInput struct {
 	readTimeout  int
 	extraHosts   []string            // nuget search/autocomplete hosts
 	aliases      map[string][]string // [sidecar.aliases]
+	equivalents  map[string][]string // [sidecar.equivalents]
 }
 
 // buildChain normalises one format's entries into its upstream chain,
@@ -138,16 +160,23 @@ func buildChain(in chainInput, probs *problems) []*Upstream {
 			}
 			seenPrefix[up.Prefix] = true
 		}
-		up.Hosts = hostsOf(up, in)
+		up.Hosts, up.Equivalents = hostsOf(up, in)
+		if up.Format == "docker" {
+			up.Serves = servesOf(up, en, probs)
+		}
 		chain = append(chain, up)
 	}
 	return chain
 }
 
-// hostsOf lists the upstream's own host first, then every alias, once each.
-func hostsOf(up *Upstream, in chainInput) []string {
+// hostsOf lists the upstream's own host first, then its equivalent hosts,
+// then every alias, once each, and which of them are equivalents. An
+// equivalent comes before the aliases so that a host written as an alias
+// too (the workaround before yarn's registry was built in) is an
+// equivalent: the stronger claim, and the one that fails over.
+func hostsOf(up *Upstream, in chainInput) (hosts, equivalents []string) {
 	host := up.URL.Hostname()
-	hosts := []string{host}
+	hosts = []string{host}
 	seen := map[string]bool{host: true}
 	add := func(list []string) {
 		for _, h := range list {
@@ -157,11 +186,57 @@ func hostsOf(up *Upstream, in chainInput) []string {
 			}
 		}
 	}
+	add(builtinEquivalents(host))
+	add(in.equivalents[up.Key])
+	if up.Key != up.Format {
+		add(in.equivalents[up.Format])
+	}
+	if len(hosts) > 1 {
+		equivalents = slices.Clone(hosts[1:])
+	}
 	add(builtinAliases(host))
 	add(in.extraHosts)
 	add(in.aliases[up.Key])
 	if up.Key != up.Format {
 		add(in.aliases[up.Format])
 	}
-	return hosts
+	return hosts, equivalents
+}
+
+// DockerRegistryName is the name a client gives the registry at host (a
+// host, or host:port): the name containerd sends a mirror as ?ns=, which is
+// the registry part of an image reference. Docker Hub is "docker.io"
+// under any of its hosts; any other registry is its canonical host, with
+// its port unless it is 443. "" for a name that is no host.
+func DockerRegistryName(host string) string {
+	h, port, err := hostport.Split(strings.TrimSpace(host), "443")
+	if err != nil || h == "" {
+		return ""
+	}
+	switch h {
+	case "docker.io", "registry-1.docker.io", "index.docker.io", "registry.hub.docker.com":
+		if port == "443" {
+			return "docker.io"
+		}
+	}
+	return hostport.Authority("https", h, port)
+}
+
+// servesOf lists the registries a docker upstream answers for: its own,
+// then each one its `serves` names, once each. An entry that is no host
+// is reported where it was written.
+func servesOf(up *Upstream, en entry, probs *problems) []string {
+	own := DockerRegistryName(up.URL.Host)
+	out := []string{own}
+	for _, s := range en.serves {
+		name := DockerRegistryName(s)
+		if name == "" || !validAllowHost(strings.ToLower(strings.TrimSpace(s))) {
+			probs.add(en.servesAt.errorf("serves entry %q must be a registry host such as \"ghcr.io\" or \"registry.corp:5000\"", s))
+			continue
+		}
+		if !contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out
 }

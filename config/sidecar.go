@@ -56,7 +56,7 @@ func sidecarFields(s *Sidecar) []sidecarField {
 // SidecarKeys lists every key of the [sidecar] table, tables included.
 func SidecarKeys() []string {
 	var s Sidecar
-	keys := []string{"aliases", "resolve"}
+	keys := []string{"aliases", "equivalents", "resolve"}
 	for _, f := range sidecarFields(&s) {
 		keys = append(keys, f.key)
 	}
@@ -74,6 +74,7 @@ func defaultSidecar() Sidecar {
 		TLSHandshakeTimeout:     10 * time.Second,
 		IdleTimeout:             120 * time.Second,
 		Aliases:                 map[string][]string{},
+		Equivalents:             map[string][]string{},
 		Resolve:                 map[string]string{},
 		LogLevel:                "info",
 		LogFormat:               "json",
@@ -101,7 +102,7 @@ func readSidecar(root tbl, e env, flags Flags) (Sidecar, map[string]origin) {
 	s := defaultSidecar()
 	r := sidecarReader{t: root.table("sidecar"), e: e, from: map[string]origin{}}
 	fields := sidecarFields(&s)
-	known := map[string]bool{"aliases": true, "resolve": true}
+	known := map[string]bool{"aliases": true, "equivalents": true, "resolve": true}
 	for _, f := range fields {
 		known[f.key] = true
 		r.fromFile(f)
@@ -112,7 +113,8 @@ func readSidecar(root tbl, e env, flags Flags) (Sidecar, map[string]origin) {
 			r.t.errorf(r.t.keyPath(k), "unknown key in [sidecar]%s", unknownKeyHint(k, SidecarKeys()))
 		}
 	}
-	r.aliases(s.Aliases)
+	r.hostLists("aliases", s.Aliases)
+	r.hostLists("equivalents", s.Equivalents)
 	r.resolve(s.Resolve)
 	if flags.Listen != "" {
 		s.Listen = flags.Listen

@@ -162,17 +162,18 @@ func parseSize(s string) (int64, error) {
 	return n * mult, nil
 }
 
-// aliases reads [sidecar.aliases] "<key or format>" = ["host", …] and
-// NORA_SIDECAR_ALIASES="key=host|host,key2=host".
-func (r sidecarReader) aliases(dst map[string][]string) {
-	t := r.t.table("aliases")
+// hostLists reads a table of host lists by upstream key or format, such
+// as [sidecar.aliases] "<key or format>" = ["host", …], and its variable
+// NORA_SIDECAR_<TABLE>="key=host|host,key2=host", which replaces it.
+func (r sidecarReader) hostLists(table string, dst map[string][]string) {
+	t := r.t.table(table)
 	for _, k := range t.keys() {
 		if hosts, ok := t.strList(k); ok {
 			dst[k] = hosts
-			r.from["aliases."+k] = t.at(t.keyPath(k))
+			r.from[table+"."+k] = t.at(t.keyPath(k))
 		}
 	}
-	name := envName("aliases")
+	name := envName(table)
 	v, ok := r.e.get(name)
 	if !ok {
 		return
@@ -185,7 +186,7 @@ func (r sidecarReader) aliases(dst map[string][]string) {
 			continue
 		}
 		dst[k] = strings.Split(hosts, "|")
-		r.from["aliases."+k] = origin{source: "env", key: name, value: item}
+		r.from[table+"."+k] = origin{source: "env", key: name, value: item}
 	}
 }
 

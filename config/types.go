@@ -73,11 +73,25 @@ type Upstream struct {
 	// "<format>" otherwise.
 	Key string
 	// Hosts are the lower-cased hosts that belong to this upstream: the
-	// URL's host name first (its port is the URL's), then built-in and
-	// configured aliases, each "host" (on the URL scheme's default port) or
-	// "host:port" when the alias names one. Each has its own breaker
-	// (HostKey).
+	// URL's host name first (its port is the URL's), then its equivalent
+	// hosts, then built-in and configured aliases, each "host" (on the URL
+	// scheme's default port) or "host:port" when it names one. Each has its
+	// own breaker (HostKey).
 	Hosts []string
+	// Equivalents are the hosts of Hosts that are the upstream's own
+	// registry under another name, with the same paths
+	// (registry.yarnpkg.com for registry.npmjs.org): a request to one is
+	// classified as the upstream's, under its base path, and fails over
+	// like a request to its URL host (docs/behaviour.md §3). The other
+	// hosts after the first are aliases.
+	Equivalents []string
+	// Serves, for docker, names the registries the upstream answers for,
+	// as a request names its registry (containerd's ?ns=, see
+	// DockerRegistryName): its own first (docker.io for Docker Hub's
+	// hosts, else its URL host), then those its `serves` lists. A request
+	// that names a registry is only answered by a candidate that serves
+	// it (docs/behaviour.md §5.4). Empty for other formats.
+	Serves []string
 	// Position is the 0-based index in its format's chain.
 	Position int
 	// Bound is true for a docker upstream with a prefix: it has no other
@@ -125,6 +139,10 @@ type Sidecar struct {
 	// Aliases maps a breaker key or format to extra hosts of its upstream(s);
 	// merged into Upstream.Hosts.
 	Aliases map[string][]string
+	// Equivalents maps a breaker key or format to hosts that are its
+	// upstream(s) under another name, with the same paths; merged into
+	// Upstream.Equivalents (and Hosts) after the built-in ones.
+	Equivalents map[string][]string
 	// Resolve maps "host:port" to "ip:port" at dial time.
 	Resolve map[string]string
 

@@ -48,7 +48,7 @@ func typoWarnings(root tbl) []string {
 		for _, entry := range upstreamEntries(t, spec) {
 			known := []string{"url", "auth"}
 			if spec.shape == shapeDocker {
-				known = append(known, "prefix", "namespace")
+				known = append(known, "prefix", "namespace", "serves")
 			}
 			check(entry, known)
 		}

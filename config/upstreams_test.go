@@ -210,16 +210,16 @@ cargo = ["crates-cdn.test"]
 `
 	cfg := mustLoad(t, file, nil, Flags{})
 	want := map[string][]string{
-		"docker:https://registry-1.docker.io":  {"registry-1.docker.io", "auth.docker.io", "production.cloudflare.docker.com"},
+		"docker:https://registry-1.docker.io":  {"registry-1.docker.io", "index.docker.io", "auth.docker.io", "production.cloudflare.docker.com"},
 		"docker:https://ghcr.io":               {"ghcr.io", "pkg-containers.githubusercontent.com"},
-		"pypi:https://pypi.org/simple":         {"pypi.org", "files.pythonhosted.org", "cdn.pypi.test"},
+		"pypi:https://pypi.org/simple":         {"pypi.org", "pypi.python.org", "files.pythonhosted.org", "cdn.pypi.test"},
 		"pypi:https://mirror.test/simple":      {"mirror.test", "files.mirror.test", "cdn.pypi.test"},
 		"cargo":                                {"crates.io", "index.crates.io", "static.crates.io", "crates-cdn.test"},
 		"go":                                   {"proxy.golang.org", "sum.golang.org"},
 		"gems":                                 {"rubygems.org", "index.rubygems.org"},
 		"terraform":                            {"registry.terraform.io", "releases.hashicorp.com"},
 		"nuget":                                {"api.nuget.org", "azuresearch-usnc.nuget.org", "azuresearch-ussc.nuget.org", "search.corp"},
-		"maven:https://repo1.maven.org/maven2": {"repo1.maven.org"},
+		"maven:https://repo1.maven.org/maven2": {"repo1.maven.org", "repo.maven.apache.org"},
 	}
 	for _, u := range cfg.Upstreams {
 		if w, ok := want[u.Key]; ok && !reflect.DeepEqual(u.Hosts, w) {

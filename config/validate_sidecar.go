@@ -69,17 +69,20 @@ func validateSidecar(s *Sidecar, from map[string]origin, probs *problems) {
 		}
 		s.CredentialHeaders[i] = textproto.CanonicalMIMEHeaderKey(name)
 	}
-	validateAliases(s.Aliases, at, probs)
+	validateHostLists("aliases", "alias", s.Aliases, at, probs)
+	validateHostLists("equivalents", "equivalent host", s.Equivalents, at, probs)
 	validateResolve(s.Resolve, at, probs)
 	validateSharedState(s, at, probs)
 }
 
-func validateAliases(aliases map[string][]string, at func(string) origin, probs *problems) {
-	for k, hosts := range aliases {
+// validateHostLists checks and lower-cases the hosts of table
+// ([sidecar.aliases], [sidecar.equivalents]); what names one in a problem.
+func validateHostLists(table, what string, lists map[string][]string, at func(string) origin, probs *problems) {
+	for k, hosts := range lists {
 		for i, h := range hosts {
 			hosts[i] = strings.ToLower(strings.TrimSpace(h))
 			if !validAllowHost(hosts[i]) {
-				probs.add(at("aliases."+k).errorf("alias %q must be a host name or host:port, without scheme or path", h))
+				probs.add(at(table+"."+k).errorf("%s %q must be a host name or host:port, without scheme or path", what, h))
 			}
 		}
 	}

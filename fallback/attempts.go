@@ -45,6 +45,10 @@ const (
 	// SkipRealm: a host the upstream needs refused (docker: its token
 	// realm's breaker).
 	SkipRealm Skip = "realm"
+	// SkipNotServing: the format says the candidate does not serve what
+	// the request names (docker: the registry in ?ns=), so its answer
+	// would be another artifact under the same name.
+	SkipNotServing Skip = "not_serving"
 )
 
 // Attempts are a request's attempts in the order the loop made them.

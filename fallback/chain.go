@@ -82,7 +82,7 @@ type Request struct {
 	Client *http.Request
 	// Addressed is the upstream the client addressed and HostKey the
 	// breaker key of the host the request goes to (Addressed.Key for its URL
-	// host, "<key>@<host>" for an alias host); Rel the escaped path below
+	// host, "<key>@<host>" for an alias or equivalent host); Rel the escaped path below
 	// its URL; Candidates the upstreams that may be asked instead, in the
 	// order the loop asks them (none for alias requests, bound or single
 	// upstreams). The loop takes them as given.
@@ -90,6 +90,11 @@ type Request struct {
 	HostKey    string
 	Rel        string
 	Candidates []*config.Upstream
+	// Equivalent marks a request to one of Addressed's equivalent hosts
+	// (registry.yarnpkg.com for registry.npmjs.org): its registry under
+	// another name, so what holds for the registry holds for it (the
+	// token realm's exception), though its host has a breaker of its own.
+	Equivalent bool
 	Settings   Settings
 }
 

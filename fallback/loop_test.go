@@ -452,3 +452,150 @@ func TestLoopUnusedAdmissionIsGivenBack(t *testing.T) {
 		}
 	})
 }
+
+// presentFormat reports every answer it presents storable or not, as a
+// format that could (PyPI: a page rewritten) or could not (a page in an
+// encoding it cannot read) make a candidate's answer right for the client.
+type presentFormat struct {
+	format.Plain
+	storable bool
+}
+
+func (f presentFormat) Present(*http.Request, *http.Response) bool { return f.storable }
+
+// TestLoopUnstorableAnswerKeepsTheCopy: a candidate's answer its format
+// could not make right is served, but never replaces the copy kept from
+// the addressed upstream; one it could make right does replace it.
+func TestLoopUnstorableAnswerKeepsTheCopy(t *testing.T) {
+	for _, tc := range []struct {
+		storable  bool
+		wantStale string
+	}{{true, "from B"}, {false, "the kept copy"}} {
+		t.Run(fmt.Sprintf("storable=%v", tc.storable), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newLoopRig(t, false, 0)
+				r.chain.o.Formats = format.Set{"maven": presentFormat{storable: tc.storable}}
+				keptCopy("the kept copy")(t, r)
+				time.Sleep(31 * time.Second) // past the cache's refresh age: a new answer may replace the copy
+				r.up["A"].Script(testkit.Status(502, ""))
+				r.up["B"].Script(testkit.Status(200, "from B"))
+				if res, body, _ := r.serve(t, http.MethodGet); res.Kind != answer.Fallback || body != "from B" {
+					t.Fatalf("B's answer: %s %q", res.Kind, body)
+				}
+				synctest.Wait() // a copy of B's answer, if kept, is committed
+				r.up["A"].Script(testkit.Status(502, ""))
+				r.up["B"].Script(testkit.Status(502, ""))
+				r.up["C"].Script(testkit.Status(502, ""))
+				if res, body, _ := r.serve(t, http.MethodGet); res.Kind != answer.Stale || body != tc.wantStale {
+					t.Fatalf("everything down: %s %q, want the stale %q", res.Kind, body, tc.wantStale)
+				}
+			})
+		})
+	}
+}
+
+// servingFormat lets only the candidates it names answer.
+type servingFormat struct {
+	format.Plain
+	serving map[string]bool // breaker key → may answer
+}
+
+func (f servingFormat) MayAnswer(_ *http.Request, cand *config.Upstream) bool {
+	return f.serving[cand.Key]
+}
+
+// TestLoopCandidateMayNotAnswer: a candidate its format says may not
+// answer the request is skipped before its breaker is asked (B's forced
+// open breaker is never consulted: its step says not_serving), and with
+// none left the request gets a stale copy, else the terminal answer (A's
+// own 502).
+func TestLoopCandidateMayNotAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		setup      func(*testing.T, *loopRig)
+		wantStatus int
+		wantKind   answer.Result
+		wantSteps  []string
+	}{
+		{name: "next candidate serves",
+			wantStatus: 200, wantKind: answer.Fallback,
+			wantSteps: []string{"A failure 502", "B skipped not_serving", "C success 200+"}},
+		{name: "stale copy", setup: keptCopy("the kept copy"),
+			wantStatus: 200, wantKind: answer.Stale,
+			wantSteps: []string{"A failure 502", "B skipped not_serving", "C skipped not_serving"}},
+		{name: "terminal answer", setup: forceOpen("B"),
+			wantStatus: 502, wantKind: answer.Forwarded,
+			wantSteps: []string{"A failure 502", "B skipped not_serving", "C skipped not_serving"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newLoopRig(t, true, 0)
+				serving := map[string]bool{r.c.Key: tc.name == "next candidate serves"}
+				r.chain.o.Formats = format.Set{"maven": servingFormat{serving: serving}}
+				if tc.setup != nil {
+					tc.setup(t, r)
+				}
+				r.up["A"].Script(testkit.Status(502, "A is broken"))
+				if serving[r.c.Key] {
+					r.up["C"].Script(testkit.Status(200, "from C"))
+				}
+				res, _, _ := r.serve(t, http.MethodGet)
+				if got := r.steps(res.Attempts); res.Resp.StatusCode != tc.wantStatus || res.Kind != tc.wantKind ||
+					!slices.Equal(got, tc.wantSteps) {
+					t.Errorf("%d %s, steps %q; want %d %s, %q", res.Resp.StatusCode, res.Kind, got,
+						tc.wantStatus, tc.wantKind, tc.wantSteps)
+				}
+			})
+		})
+	}
+}
+
+// TestLoopEquivalentHost: a request to one of A's equivalent hosts is A's
+// registry under another name: it is asked first, under its own key; when
+// it cannot serve, A at its URL is the first candidate; and while A's
+// token realm refuses, the equivalent host counts as refused as A does.
+func TestLoopEquivalentHost(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		setup     func(*testing.T, *loopRig)
+		e, a, b   []http.HandlerFunc
+		wantBy    string
+		wantSteps []string
+	}{
+		{name: "served at its own name", e: h(testkit.Status(200, "from E")),
+			wantBy: "E", wantSteps: []string{"E success 200+"}},
+		{name: "down: the registry at its URL serves", e: h(testkit.Status(502, "")), a: h(testkit.Status(200, "from A")),
+			wantBy: "A", wantSteps: []string{"E failure 502", "A success 200+"}},
+		{name: "the registry's realm refuses", setup: forceOpen("R"), b: h(testkit.Status(200, "from B")),
+			wantBy: "B", wantSteps: []string{"E skipped realm R", "A skipped realm R", "B success 200+"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newLoopRig(t, false, 0)
+				eqKey := r.a.Key + "@e.test"
+				r.names[eqKey] = "E"
+				e := testkit.NewUpstream(func(w http.ResponseWriter, req *http.Request) {
+					t.Errorf("E was asked for %s but should not have been", req.URL.Path)
+				})
+				r.tr["e.test"] = e
+				if tc.setup != nil {
+					tc.setup(t, r)
+				}
+				for up, script := range map[*testkit.Upstream][]http.HandlerFunc{e: tc.e, r.up["A"]: tc.a, r.up["B"]: tc.b} {
+					if script != nil {
+						up.Script(script...)
+					}
+				}
+				req := httptest.NewRequestWithContext(r.client, http.MethodGet, "http://e.test/repo/g/a.jar", nil)
+				req.RequestURI = ""
+				res := r.chain.Serve(Request{Client: req, Addressed: r.a, HostKey: eqKey, Rel: "/g/a.jar",
+					Candidates: []*config.Upstream{r.a, r.b, r.c}, Equivalent: true, Settings: Settings{Transport: r.tr}})
+				res.Resp.Body.Close()
+				by := r.names[res.ServedBy]
+				if got := r.steps(res.Attempts); by != tc.wantBy || !slices.Equal(got, tc.wantSteps) {
+					t.Errorf("served by %q, steps %q; want %q, %q", by, got, tc.wantBy, tc.wantSteps)
+				}
+			})
+		})
+	}
+}

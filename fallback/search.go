@@ -72,18 +72,25 @@ func (s *search) mayGoOn() bool {
 	return now.Before(s.deadline)
 }
 
-// admit asks whether u, the i-th upstream of the loop, may be asked: the
+// admit asks whether u, the i-th upstream of the loop, may be asked: a
+// candidate the format says may not answer the request is not; then the
 // breaker of the host the attempt goes to decides (the addressed request's
 // own host, a candidate's URL host).
 func (s *search) admit(i int, u *config.Upstream) (breakerstate.Ticket, bool) {
 	key := s.keyOf(i, u)
+	if i > 0 && !s.fm.MayAnswer(s.r.Client, u) {
+		// Not a refusal: no breaker was asked, and its Retry-After is
+		// no wait for this request.
+		s.attempts = append(s.attempts, Attempt{Key: key, Skipped: SkipNotServing})
+		return breakerstate.Ticket{}, false
+	}
 	if s.c.o.Throttles != nil && substitutable(s.r.Client.Method) && s.c.o.Throttles.Left(key) > 0 {
 		// It asked to be left alone: not asked, and no refusal counted.
 		s.throttled = s.throttled || i == 0
 		s.attempts = append(s.attempts, Attempt{Key: key, Skipped: SkipThrottled})
 		return breakerstate.Ticket{}, false
 	}
-	if rk := s.fm.Realm(u); key == u.Key && rk != "" && s.c.o.Breakers.Refusing(rk) {
+	if rk := s.fm.Realm(u); s.toRegistry(i, key, u) && rk != "" && s.c.o.Breakers.Refusing(rk) {
 		// Its clients cannot get a token: treat the registry as refused.
 		s.skipped = append(s.skipped, rk)
 		s.attempts = append(s.attempts, Attempt{Key: key, Skipped: SkipRealm, Realm: rk})
@@ -96,6 +103,13 @@ func (s *search) admit(i int, u *config.Upstream) (breakerstate.Ticket, bool) {
 		return t, false
 	}
 	return t, true
+}
+
+// toRegistry reports whether the i-th attempt, admitted by key, goes to
+// u's registry itself: its URL host, or for the addressed upstream an
+// equivalent host; not to one of its other hosts (a CDN, the token realm).
+func (s *search) toRegistry(i int, key string, u *config.Upstream) bool {
+	return key == u.Key || (i == 0 && s.r.Equivalent)
 }
 
 // keyOf is the breaker key the i-th attempt is admitted and measured by.
@@ -161,11 +175,14 @@ func (s *search) askCandidate(u *config.Upstream, t breakerstate.Ticket) (Result
 	switch {
 	case resp.StatusCode < 400:
 		s.c.fallbacks.WithLabelValues(s.r.HostKey, u.Key).Inc()
-		resp = s.present(u, resp)
+		resp, storable := s.present(u, resp)
 		s.observe(u, s.r.Client, resp)
 		// The client addressed this URL: the next outage of the whole chain
-		// should still find the artifact under it.
-		s.keepStale(resp)
+		// should still find the artifact under it, unless the format could
+		// not make the answer right for it (then a copy kept earlier stays).
+		if storable {
+			s.keepStale(resp)
+		}
 		return s.result(resp, answer.Fallback, u.Key), true
 	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone:
 		s.saw404 = true

@@ -177,10 +177,11 @@ func keysOf(m map[string]bool) []string {
 // reloadableSettings lists the [sidecar] settings that take effect for the
 // requests arriving after a reload: the upstream transport's settings
 // (upstreamSettings: a new transport is built when they change), the
-// destination and host policy, the aliases (through the upstream table),
+// destination and host policy, the aliases and equivalent hosts (through
+// the upstream table),
 // the stale key mode and the admin token.
 func reloadableSettings() []string {
 	return []string{"upstream_ca", "dial_timeout", "tls_handshake_timeout", "resolve", "allow_hosts",
-		"deny_unlisted", "aliases", "stale_authenticated", "admin_token", "throttle_default",
+		"deny_unlisted", "aliases", "equivalents", "stale_authenticated", "admin_token", "throttle_default",
 		"credential_headers", "max_upstream_conns_per_host"}
 }

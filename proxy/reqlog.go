@@ -20,7 +20,7 @@ import (
 // keptQueryParams are query parameters whose values are safe and useful in
 // logs; every other value is redacted, since tokens and signatures travel in
 // query strings.
-var keptQueryParams = map[string]bool{"service": true, "scope": true, "q": true, "n": true, "last": true}
+var keptQueryParams = map[string]bool{"service": true, "scope": true, "q": true, "n": true, "last": true, "ns": true}
 
 // record collects every decision about one request for its log line.
 type record struct {

@@ -99,7 +99,7 @@ func (p *Proxy) serve(req *http.Request, target *tunnel.Target, snap *snapshot, 
 		return p.forwardUnclassified(req, snap, rec)
 	}
 	res := p.chain.Serve(fallback.Request{Client: req, Addressed: m.Upstream, HostKey: m.Key, Rel: m.Rel,
-		Candidates: m.Candidates, Settings: snap.fallback})
+		Candidates: m.Candidates, Equivalent: m.Equivalent, Settings: snap.fallback})
 	rec.apply(res)
 	return res.Resp
 }

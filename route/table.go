@@ -19,13 +19,18 @@ type Route struct {
 	// as files.pythonhosted.org, or the upstream's host outside its URL path).
 	// Alias requests are never substituted by another upstream.
 	Alias bool
+	// Equivalent is true when the request went to one of the upstream's
+	// equivalent hosts under its base path (registry.yarnpkg.com for
+	// registry.npmjs.org): the upstream's own request under another name,
+	// whose first candidate is the upstream at its URL.
+	Equivalent bool
 	// Rel is the escaped path below the upstream's URL path ("/x/y" for
 	// https://repo/maven2/x/y addressed to https://repo/maven2). It is only
 	// meaningful when Alias is false.
 	Rel string
 	// Key is the breaker key of the host the request goes to: the
-	// upstream's key for its URL host, "<key>@<host>" for an alias host
-	// (docs/behaviour.md §3.1).
+	// upstream's key for its URL host, "<key>@<host>" for an alias or
+	// equivalent host (docs/behaviour.md §3.1).
 	Key string
 	// Candidates are the upstreams that may be asked instead, in order
 	// (docs/behaviour.md §5.4): worked out once per table, never for an
@@ -47,11 +52,15 @@ type hostRoute struct {
 	scheme   string
 }
 
-// prefixed is an upstream reached by URL prefix, with its escaped base path
-// worked out once.
+// prefixed is an upstream reached by URL prefix (its URL's origin, or an
+// equivalent host's), with its escaped base path, the breaker key of the
+// host and the candidates of a request there, worked out once.
 type prefixed struct {
-	upstream *config.Upstream
-	base     string
+	upstream   *config.Upstream
+	base       string
+	key        string
+	equivalent bool
+	candidates []*config.Upstream
 }
 
 // Table classifies request URLs against one configuration's upstreams. It
@@ -63,8 +72,9 @@ type Table struct {
 	// longest configured prefix.
 	byAuthority map[string][]prefixed
 	// byHost maps "host:port" (lower-cased; the URL's port, or for an alias
-	// the port it names, else its upstream scheme's default) to the first
-	// upstream in config order that claims it.
+	// the port it names, else its upstream scheme's default) to the
+	// upstream whose URL host it is, else the first upstream in config
+	// order that claims it.
 	byHost map[string]hostRoute
 	// candidates holds, per upstream, the upstreams that may be asked
 	// instead of it.
@@ -89,24 +99,68 @@ func NewTable(ups []*config.Upstream) *Table {
 		}
 		host, port := hostport.Of(u.URL)
 		o := hostport.Origin(u.URL.Scheme, host, port)
-		t.byAuthority[o] = append(t.byAuthority[o], prefixed{upstream: u, base: u.URL.EscapedPath()})
-		for _, h := range u.Hosts {
-			hp := HostPortOf(u, h)
-			if _, taken := t.byHost[hp]; !taken {
-				t.byHost[hp] = hostRoute{upstream: u, key: u.HostKey(h), scheme: u.URL.Scheme}
-			}
-		}
+		t.byAuthority[o] = append(t.byAuthority[o], prefixed{upstream: u, base: u.URL.EscapedPath(), key: u.Key})
+		t.claimHost(u, u.Hosts[0])
 		chains[u.Format] = append(chains[u.Format], u)
 	}
-	for _, list := range t.byAuthority {
-		// Stable keeps config order among equal lengths: a duplicate URL is
-		// rejected by config, so ties only happen across formats.
-		sort.SliceStable(list, func(i, j int) bool { return len(list[i].base) > len(list[j].base) })
+	// Every URL host is claimed before any other host, so a configured
+	// registry is never taken for another upstream's alias or equivalent.
+	for _, u := range ups {
+		for _, h := range u.Hosts[1:] {
+			t.claimHost(u, h)
+		}
 	}
 	for _, u := range ups {
 		t.candidates[u] = candidatesOf(u, chains[u.Format])
 	}
+	t.addEquivalents(ups)
+	for _, list := range t.byAuthority {
+		// Stable keeps config order among equal lengths: a duplicate URL is
+		// rejected by config, so ties only happen across formats and
+		// between equivalents.
+		sort.SliceStable(list, func(i, j int) bool { return len(list[i].base) > len(list[j].base) })
+		for i := range list {
+			if !list[i].equivalent {
+				list[i].candidates = t.candidates[list[i].upstream]
+			}
+		}
+	}
 	return t
+}
+
+// addEquivalents puts each upstream's equivalent hosts in the prefix table:
+// the upstream's URL with the host replaced, so a request there is
+// classified under the same base path. An origin that is some upstream's
+// own URL origin stays that upstream's alone: a configured registry is
+// never another's equivalent. A request to an equivalent host is asked of
+// the upstream at its URL first (the same registry under its own name),
+// then of the upstream's candidates.
+func (t *Table) addEquivalents(ups []*config.Upstream) {
+	own := make(map[string]bool, len(t.byAuthority))
+	for o := range t.byAuthority {
+		own[o] = true
+	}
+	for _, u := range ups {
+		for _, h := range u.Equivalents {
+			host, port, _ := hostport.Split(HostPortOf(u, h), "")
+			o := hostport.Origin(u.URL.Scheme, host, port)
+			if own[o] {
+				continue
+			}
+			cands := append([]*config.Upstream{u}, t.candidates[u]...)
+			t.byAuthority[o] = append(t.byAuthority[o], prefixed{upstream: u, base: u.URL.EscapedPath(),
+				key: u.HostKey(h), equivalent: true, candidates: cands})
+		}
+	}
+}
+
+// claimHost gives host h of u to u, unless an upstream earlier in config
+// order (or one's URL host) already has it.
+func (t *Table) claimHost(u *config.Upstream, h string) {
+	hp := HostPortOf(u, h)
+	if _, taken := t.byHost[hp]; !taken {
+		t.byHost[hp] = hostRoute{upstream: u, key: u.HostKey(h), scheme: u.URL.Scheme}
+	}
 }
 
 // candidatesOf returns the upstreams that may be asked instead of u: same
@@ -127,7 +181,8 @@ func candidatesOf(u *config.Upstream, chain []*config.Upstream) []*config.Upstre
 
 // Classify maps a request URL to its route (docs/behaviour.md §3): the
 // longest configured URL of the same scheme, host and port that is a prefix
-// of it at a "/" boundary, else the first upstream claiming its host and
+// of it at a "/" boundary (an equivalent host standing for its upstream's
+// host), else the first upstream claiming its host and
 // port with the same scheme, else nothing. A request whose scheme is not
 // the upstream's is not the upstream's: http:// to an https upstream's
 // port would only ever fail, and must not count against it.
@@ -146,14 +201,15 @@ func (t *Table) Classify(u *url.URL) Route {
 			rel, under := underPath(path, p.base)
 			_, looseUnder := underPath(loose, p.base)
 			if under && looseUnder {
-				return Route{Upstream: p.upstream, Rel: rel, Key: p.upstream.Key, Candidates: t.candidates[p.upstream]}
+				return Route{Upstream: p.upstream, Rel: rel, Key: p.key, Equivalent: p.equivalent,
+					Candidates: p.candidates}
 			}
 		}
 	}
 	for _, p := range ups {
 		if _, rawUnder := underPath(raw, p.base); rawUnder {
 			// Addressed below a base path, resolved above every one.
-			return Route{Upstream: p.upstream, Key: p.upstream.Key, ClimbsOut: true}
+			return Route{Upstream: p.upstream, Key: p.key, Equivalent: p.equivalent, ClimbsOut: true}
 		}
 	}
 	return t.hostUpstream(scheme, host, port)

@@ -23,6 +23,13 @@ type Format interface {
 	// c.Call, at least once; docker sends again with a bearer token when
 	// the first answer is a 401 challenge.
 	Send(c Candidate) (*http.Response, error)
+	// MayAnswer reports whether candidate cand may answer the client's
+	// request req at all, before any breaker is asked: a candidate whose
+	// answer would be another artifact under the same name must not
+	// (docker: a request that names its registry with ?ns= is only
+	// answered by an upstream that serves that registry). A candidate it
+	// refuses is skipped and listed, and counts for nothing.
+	MayAnswer(req *http.Request, cand *config.Upstream) bool
 	// Realm is the breaker key of another host u's clients cannot do
 	// without ("" for none): docker's token realm. While that breaker
 	// refuses, the loop counts u as refused too.
@@ -33,8 +40,13 @@ type Format interface {
 	// Present adjusts a candidate's successful answer for a client who
 	// addressed another upstream (PyPI: relative file links made absolute
 	// against resp.Request.URL). The loop has already named the candidate
-	// and made Location absolute.
-	Present(req *http.Request, resp *http.Response)
+	// and made Location absolute. It reports whether the answer, as
+	// presented, may be kept as a stale copy of req: false when the format
+	// could not make it right for the URL the client addressed (a PyPI
+	// page too large to rewrite, or in an encoding it cannot read). Such
+	// an answer is still the client's, but must never replace a good copy
+	// kept earlier (docs/behaviour.md §5.4).
+	Present(req *http.Request, resp *http.Response) (storable bool)
 	// Stale is the key req's copies are kept and found under, when the
 	// addressed upstream u is of this format; p is the request's keying
 	// policy. ok is false for a request that must not be cached.

@@ -7,8 +7,8 @@ import (
 	"github.com/nora-breaker/nora-breaker/stale"
 )
 
-// Plain is the Format of a format that adds nothing to the loop: one
-// attempt per candidate, no realm, nothing learned, answers passed on as
+// Plain is the Format of a format that adds nothing to the loop: every
+// candidate may answer, one attempt per candidate, no realm, nothing learned, answers passed on as
 // they are, copies keyed by stale.Policy.For. Embed it to override only
 // what a format changes.
 type Plain struct {
@@ -30,14 +30,18 @@ func (s Set) Of(name string) Format {
 // Send makes the one attempt.
 func (Plain) Send(c Candidate) (*http.Response, error) { return c.Call.Send(c.Call.Request()) }
 
+// MayAnswer admits every candidate: the upstreams of one chain hold the
+// same artifacts.
+func (Plain) MayAnswer(*http.Request, *config.Upstream) bool { return true }
+
 // Realm is none.
 func (Plain) Realm(*config.Upstream) string { return "" }
 
 // Observe learns nothing.
 func (Plain) Observe(Answer) {}
 
-// Present changes nothing.
-func (Plain) Present(*http.Request, *http.Response) {}
+// Present changes nothing, and the answer may be kept.
+func (Plain) Present(*http.Request, *http.Response) bool { return true }
 
 // Stale keys req as any request of u's format.
 func (Plain) Stale(u *config.Upstream, req *http.Request, p stale.Policy) (StaleKey, bool) {

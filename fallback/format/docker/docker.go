@@ -6,6 +6,7 @@ package docker
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -108,6 +109,25 @@ func (f *Format) withCachedToken(out *http.Request, cand *config.Upstream, rel s
 	return ok
 }
 
+// MayAnswer: a request that names the registry its image comes from
+// (containerd adds ?ns=<registry> to what it asks a mirror) is only
+// answered by a candidate that serves that registry, by its own name or
+// its `serves` list (docs/behaviour.md §5.4). Any other registry's image
+// of the same name is somebody else's: anybody may register
+// team/app on Docker Hub. A request that names none may go anywhere.
+func (*Format) MayAnswer(req *http.Request, cand *config.Upstream) bool {
+	names, ok := req.URL.Query()["ns"]
+	if !ok {
+		return true
+	}
+	for _, n := range names {
+		if !slices.Contains(cand.Serves, config.DockerRegistryName(n)) {
+			return false
+		}
+	}
+	return true
+}
+
 // Realm is the breaker key of u's token realm's host, once a challenge of
 // u has named one that is an upstream's: its clients cannot get a token
 // while it refuses (docs/behaviour.md §3.1).
@@ -130,8 +150,8 @@ func (f *Format) Observe(a format.Answer) {
 }
 
 // Present changes nothing: a registry's answers mean the same whichever
-// registry the client addressed.
-func (*Format) Present(*http.Request, *http.Response) {}
+// registry the client addressed, and may be kept.
+func (*Format) Present(*http.Request, *http.Response) bool { return true }
 
 // Stale keys a blob by its digest and credentials by who obtained the
 // request's token; a manifest's HEAD keeps its own answer.
