@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -42,7 +43,7 @@ func normalizeURL(raw string) (*url.URL, string, error) {
 			auth += ":" + p
 		}
 	}
-	host := strings.ToLower(u.Hostname())
+	host := hostport.Host(u.Hostname())
 	port := u.Port()
 	if (u.Scheme == "http" && port == "80") || (u.Scheme == "https" && port == "443") {
 		port = ""
@@ -180,7 +181,7 @@ func hostsOf(up *Upstream, in chainInput) (hosts, equivalents []string) {
 	seen := map[string]bool{host: true}
 	add := func(list []string) {
 		for _, h := range list {
-			if h = strings.ToLower(h); h != "" && !seen[h] {
+			if h = CanonicalHostSpec(h); h != "" && !seen[h] {
 				seen[h] = true
 				hosts = append(hosts, h)
 			}
@@ -239,4 +240,17 @@ func servesOf(up *Upstream, en entry, probs *problems) []string {
 		}
 	}
 	return out
+}
+
+// CanonicalHostSpec is a configured "host" or "host:port" (an alias, an
+// equivalent, an allow_hosts entry, a resolve key) in the one canonical
+// form requests are matched in (internal/hostport): lower case, no trailing
+// dot, so "Registry.Example.:8443" names what a client's
+// "registry.example:8443" does.
+func CanonicalHostSpec(h string) string {
+	h = strings.TrimSpace(h)
+	if host, port, err := net.SplitHostPort(h); err == nil {
+		return hostport.Join(host, port)
+	}
+	return hostport.Host(h)
 }

@@ -195,7 +195,7 @@ url = "https://registry-1.docker.io"
 url = "https://ghcr.io"
 prefix = "ghcr"
 [pypi]
-proxies = ["https://pypi.org/simple", "https://mirror.test/simple"]
+proxies = ["https://pypi.org/simple", "https://Mirror.Test./simple"]
 [nuget]
 enabled = true
 search_service = "https://search.corp/query"
@@ -204,7 +204,7 @@ enabled = true
 [terraform]
 enabled = true
 [sidecar.aliases]
-"pypi:https://mirror.test/simple" = ["Files.Mirror.test"]
+"pypi:https://mirror.test/simple" = ["Files.Mirror.test."]
 pypi = ["cdn.pypi.test"]
 cargo = ["crates-cdn.test"]
 `
@@ -221,9 +221,16 @@ cargo = ["crates-cdn.test"]
 		"nuget":                                {"api.nuget.org", "azuresearch-usnc.nuget.org", "azuresearch-ussc.nuget.org", "search.corp"},
 		"maven:https://repo1.maven.org/maven2": {"repo1.maven.org", "repo.maven.apache.org"},
 	}
+	seen := map[string]bool{}
 	for _, u := range cfg.Upstreams {
+		seen[u.Key] = true
 		if w, ok := want[u.Key]; ok && !reflect.DeepEqual(u.Hosts, w) {
 			t.Errorf("%s hosts = %q, want %q", u.Key, u.Hosts, w)
+		}
+	}
+	for key := range want {
+		if !seen[key] {
+			t.Errorf("no upstream %s (keys are in one canonical form: case, trailing dot)", key)
 		}
 	}
 	chain := cfg.Chain("pypi")

@@ -56,7 +56,7 @@ func validateSidecar(s *Sidecar, from map[string]origin, probs *problems) {
 		probs.add(at("stale_max_object_bytes").errorf("must not exceed stale_max_bytes (%d)", s.StaleMaxBytes))
 	}
 	for i, h := range s.AllowHosts {
-		s.AllowHosts[i] = strings.ToLower(strings.TrimSpace(h))
+		s.AllowHosts[i] = CanonicalHostSpec(h)
 		if !validAllowHost(s.AllowHosts[i]) {
 			probs.add(at("allow_hosts").errorf("entry %q must be a host or host:port", h))
 		}
@@ -80,7 +80,7 @@ func validateSidecar(s *Sidecar, from map[string]origin, probs *problems) {
 func validateHostLists(table, what string, lists map[string][]string, at func(string) origin, probs *problems) {
 	for k, hosts := range lists {
 		for i, h := range hosts {
-			hosts[i] = strings.ToLower(strings.TrimSpace(h))
+			hosts[i] = CanonicalHostSpec(h)
 			if !validAllowHost(hosts[i]) {
 				probs.add(at(table+"."+k).errorf("%s %q must be a host name or host:port, without scheme or path", what, h))
 			}
@@ -108,9 +108,9 @@ func validateResolve(resolve map[string]string, at func(string) origin, probs *p
 			probs.add(at("resolve."+k).errorf("target %q must be ip:port: %s", addr, err))
 			continue
 		}
-		if lower := strings.ToLower(k); lower != k {
+		if canon := CanonicalHostSpec(k); canon != k {
 			delete(resolve, k)
-			resolve[lower] = addr
+			resolve[canon] = addr
 		}
 	}
 }
