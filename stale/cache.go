@@ -27,8 +27,10 @@ const (
 type Options struct {
 	// Dir holds the cache; it is created with mode 0700 when missing.
 	Dir string
-	// MaxBytes bounds the total size of stored bodies; the least recently
-	// used entries are evicted to stay under it.
+	// MaxBytes bounds what the cache takes on disk: the allocated blocks of
+	// its bodies, metadata and directories, and what the writes in flight
+	// will take (usage.go). The least recently used entries are evicted to
+	// stay under it.
 	MaxBytes int64
 	// MaxObjectBytes bounds one body; larger answers are never stored.
 	MaxObjectBytes int64
@@ -67,14 +69,15 @@ type Cache struct {
 	maxWriters   int
 	refreshAfter time.Duration
 	lru          *list.List // of *item; front is the most recently used
-	bytes        int64
+	use          usage
 	closed       bool
 	// seq numbers finished bodies in the order they completed, so that of
 	// two writes of one key the one that finished last wins even when the
 	// background commits run in the other order.
 	seq uint64
 
-	// commits counts commit goroutines in flight; Close waits for them.
+	// commits counts the goroutines in flight that commit bodies or remove
+	// evicted entries' files; Close waits for them.
 	commits sync.WaitGroup
 	// syncFile makes a body durable before it is published. A field rather
 	// than a direct call so the concurrency test can skip disk flushes that
@@ -88,6 +91,8 @@ type item struct {
 	meta      *meta
 	seq       uint64 // 0 for entries loaded at Open
 	elem      *list.Element
+	// disk is what the entry's body and metadata files take on disk.
+	disk int64
 }
 
 // Open prepares the cache in o.Dir: it creates the directory, rebuilds the
@@ -115,6 +120,10 @@ func Open(o Options) (*Cache, error) {
 	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("stale cache: %w", err)
 	}
+	top, err := os.Stat(o.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("stale cache: %w", err)
+	}
 	m, err := newMetrics(o.Registerer)
 	if err != nil {
 		return nil, err
@@ -132,6 +141,7 @@ func Open(o Options) (*Cache, error) {
 		maxWriters:   o.MaxWriters,
 		refreshAfter: o.RefreshAfter,
 		lru:          list.New(),
+		use:          newUsage(allocUnit(top), allocated(top)),
 		syncFile:     (*os.File).Sync,
 	}
 	if err := c.load(); err != nil {
@@ -245,11 +255,12 @@ func (c *Cache) Find(ref Ref) (*Entry, bool) {
 	return nil, false
 }
 
-// Stats returns the stored body bytes and the number of entries.
+// Stats returns what the cache takes on disk (as MaxBytes counts it) and
+// the number of entries.
 func (c *Cache) Stats() (bytes int64, objects int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.bytes, len(c.index)
+	return c.use.total(), len(c.index)
 }
 
 // Close stops accepting new writes and waits for commits already under way,
@@ -264,7 +275,10 @@ func (c *Cache) Close() error {
 }
 
 // subdir is the directory holding the entry of hash.
-func (c *Cache) subdir(hash string) string { return filepath.Join(c.dir, hash[:2]) }
+func (c *Cache) subdir(hash string) string { return filepath.Join(c.dir, dirOf(hash)) }
+
+// dirOf names the entry directory of hash: its first two hex digits.
+func dirOf(hash string) string { return hash[:2] }
 
 func (c *Cache) metaPath(hash string) string {
 	return filepath.Join(c.subdir(hash), hash+metaSuffix)
@@ -277,24 +291,28 @@ func (c *Cache) bodyPath(hash, body string) string {
 // installLocked puts it in the index as the most recently used entry and
 // returns the entry it replaced, if any. c.mu must be held.
 func (c *Cache) installLocked(it *item) (replaced *item) {
+	c.use.enter(dirOf(it.hash))
+	c.use.entries += it.disk
 	if old, ok := c.index[it.key]; ok {
 		c.lru.Remove(old.elem)
-		c.bytes -= old.meta.Size
+		c.use.entries -= old.disk
+		c.use.leave(dirOf(old.hash)) // never the last: it entered above
 		replaced = old
 	}
 	it.elem = c.lru.PushFront(it)
 	c.index[it.key] = it
-	c.bytes += it.meta.Size
 	c.updateGaugesLocked()
 	return replaced
 }
 
 // evictLocked drops least recently used entries from the index until the
 // total fits MaxBytes and returns them so their files can be removed under
-// commitMu. c.mu must be held.
+// commitMu (removeFiles). Their files and directories stop counting at
+// once: the disk holds them a moment longer than the count says. c.mu must
+// be held.
 func (c *Cache) evictLocked() []*item {
 	var victims []*item
-	for c.bytes > c.maxBytes {
+	for c.use.total() > c.maxBytes {
 		back := c.lru.Back()
 		if back == nil {
 			break
@@ -302,7 +320,8 @@ func (c *Cache) evictLocked() []*item {
 		it := back.Value.(*item)
 		c.lru.Remove(back)
 		delete(c.index, it.key)
-		c.bytes -= it.meta.Size
+		c.use.entries -= it.disk
+		c.use.leave(dirOf(it.hash))
 		victims = append(victims, it)
 		c.m.evictions.Inc()
 	}
@@ -310,16 +329,67 @@ func (c *Cache) evictLocked() []*item {
 	return victims
 }
 
+// dropLocked removes the files of victims chosen outside a commit (by a
+// write making room for itself) in the background, so the client whose
+// answer is being written never waits for the deletions. c.mu must be held
+// and the cache open, so that Close waits for the removal.
+func (c *Cache) dropLocked(victims []*item) {
+	if len(victims) == 0 {
+		return
+	}
+	c.commits.Add(1)
+	go func() {
+		defer c.commits.Done()
+		c.commitMu.Lock()
+		defer c.commitMu.Unlock()
+		c.removeFiles(victims)
+	}()
+}
+
 // removeFiles deletes the committed files of items: the meta first, so a
 // crash in between leaves an orphan body the loader drops rather than a meta
-// naming a missing body. commitMu must be held, because a concurrent commit of
-// the same key would otherwise have its fresh meta deleted.
+// naming a missing body; then the entry directories nothing uses any more.
+// commitMu must be held, because a concurrent commit of the same key would
+// otherwise have its fresh meta deleted.
 func (c *Cache) removeFiles(items []*item) {
+	if len(items) == 0 {
+		return
+	}
 	for _, it := range items {
+		c.mu.Lock()
+		// A victim chosen outside a commit (dropLocked) may have been
+		// committed anew since: the meta file is then the new entry's.
+		_, recommitted := c.index[it.key]
+		c.mu.Unlock()
+		if recommitted {
+			c.removeBody(it.hash, it.meta.Body)
+			continue
+		}
 		if err := os.Remove(c.metaPath(it.hash)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			c.log.Warn().Err(err).Str("entry", it.hash).Msg("stale cache: cannot remove metadata")
 		}
 		c.removeBody(it.hash, it.meta.Body)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, it := range items {
+		c.pruneLocked(dirOf(it.hash))
+	}
+}
+
+// pruneLocked removes entry directory name when nothing uses it: a
+// directory takes a block of its own, and 256 of them would outgrow a small
+// bound. It runs under c.mu, which a write holds while it claims a
+// directory, so no write can be about to create a file in one being
+// removed. A directory that still holds files the cache did not write is
+// left alone (and no longer counted).
+func (c *Cache) pruneLocked(name string) {
+	if c.use.inUse(name) {
+		return
+	}
+	err := os.Remove(filepath.Join(c.dir, name))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		c.log.Debug().Err(err).Str("dir", name).Msg("stale cache: entry directory not removed")
 	}
 }
 
@@ -332,6 +402,6 @@ func (c *Cache) removeBody(hash, body string) {
 }
 
 func (c *Cache) updateGaugesLocked() {
-	c.m.bytes.Set(float64(c.bytes))
+	c.m.bytes.Set(float64(c.use.total()))
 	c.m.objects.Set(float64(len(c.index)))
 }

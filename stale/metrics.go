@@ -20,7 +20,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		bytes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nora_sidecar_stale_cache_bytes",
-			Help: "Bytes of response bodies held by the stale cache.",
+			Help: "Bytes the stale cache takes on disk: allocated blocks of its bodies, metadata and directories, and the writes in flight.",
 		}),
 		objects: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nora_sidecar_stale_cache_objects",
