@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/nora-breaker/nora-breaker/config"
+	"github.com/nora-breaker/nora-breaker/stale"
 )
 
 // Exit codes shared by every subcommand (docs/behaviour.md §8).
@@ -21,7 +22,10 @@ const (
 
 // CheckConfig prints the upstream table of a loaded configuration: one row
 // per upstream with its breaker key, hosts, chain position and where its
-// threshold and reset timeout came from.
+// threshold and reset timeout came from. A stale_dir this process could not
+// write is a configuration error here as it is for serve (docs/behaviour.md
+// §6); one that does not exist yet is checked only as far as its nearest
+// existing parent, since serve creates it.
 func CheckConfig(cfg *config.Config, out io.Writer) int {
 	src := cfg.Path
 	if src == "" {
@@ -51,6 +55,10 @@ func CheckConfig(cfg *config.Config, out io.Writer) int {
 		for _, w := range cfg.Warnings {
 			fmt.Fprintf(out, "warning: %s\n", w)
 		}
+	}
+	if err := stale.CheckDir(cfg.Sidecar.StaleDir); err != nil {
+		fmt.Fprintf(out, "\nerror: stale_dir: %v (serve refuses to start with it)\n", err)
+		return ExitUsage
 	}
 	return ExitOK
 }

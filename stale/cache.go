@@ -3,7 +3,6 @@ package stale
 import (
 	"container/list"
 	"errors"
-	"fmt"
 	"io/fs"
 	"net/http"
 	"os"
@@ -45,8 +44,13 @@ type Options struct {
 	// answers are simply not stored.
 	MaxWriters int
 	// Logger receives write errors and load findings; keys are never logged
-	// (they hold URLs with query values), only their hashes.
+	// (they hold URLs with query values), only their hashes. The cache adds
+	// no component field: the caller names the component (the proxy gives
+	// "component":"stale"), and a second one would make a duplicate key.
 	Logger zerolog.Logger
+
+	// checkDir replaces the start-up check of Dir in tests (dircheck_*.go).
+	checkDir func(dir string) (full bool, err error)
 }
 
 // Cache is the stale cache. It is safe for concurrent use.
@@ -83,6 +87,8 @@ type Cache struct {
 	// than a direct call so the concurrency test can skip disk flushes that
 	// prove nothing about locking and dominate its run time.
 	syncFile func(*os.File) error
+	// warns rate-limits the warnings of disk problems (diskwarn.go).
+	warns *warnLimiter
 }
 
 // item is the in-memory index entry of one committed key.
@@ -95,12 +101,14 @@ type item struct {
 	disk int64
 }
 
-// Open prepares the cache in o.Dir: it creates the directory, rebuilds the
-// index from the committed entries, removes temporary, orphaned and corrupt
-// files, and evicts down to MaxBytes.
+// Open prepares the cache in o.Dir: it creates the directory, refuses one
+// it cannot create files in (ErrNotWritable) and warns once of a full disk,
+// rebuilds the index from the committed entries, removes temporary,
+// orphaned and corrupt files, and evicts down to MaxBytes. Its errors do
+// not name the package; the caller does.
 func Open(o Options) (*Cache, error) {
 	if o.Dir == "" {
-		return nil, errors.New("stale cache: no directory")
+		return nil, errors.New("no directory")
 	}
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = defaultMaxBytes
@@ -117,12 +125,19 @@ func Open(o Options) (*Cache, error) {
 	if o.MaxWriters <= 0 {
 		o.MaxWriters = 64
 	}
+	if o.checkDir == nil {
+		o.checkDir = checkDir
+	}
 	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("stale cache: %w", err)
+		return nil, err
+	}
+	full, err := o.checkDir(o.Dir)
+	if err != nil {
+		return nil, err
 	}
 	top, err := os.Stat(o.Dir)
 	if err != nil {
-		return nil, fmt.Errorf("stale cache: %w", err)
+		return nil, err
 	}
 	m, err := newMetrics(o.Registerer)
 	if err != nil {
@@ -134,7 +149,7 @@ func Open(o Options) (*Cache, error) {
 		// An object larger than the whole cache could never stay in it.
 		maxObject:    min(o.MaxObjectBytes, o.MaxBytes),
 		now:          o.Now,
-		log:          o.Logger.With().Str("component", "stale").Logger(),
+		log:          o.Logger,
 		m:            m,
 		index:        make(map[string]*item),
 		writing:      make(map[string]bool),
@@ -143,6 +158,13 @@ func Open(o Options) (*Cache, error) {
 		lru:          list.New(),
 		use:          newUsage(allocUnit(top), allocated(top)),
 		syncFile:     (*os.File).Sync,
+		warns:        newWarnLimiter(o.Now),
+	}
+	if full {
+		// Said once: the writes that fail on it within the minute are
+		// only counted.
+		c.warns.allow(causeNoSpace)
+		c.log.Warn().Str("cause", causeNoSpace).Msg("stale cache: the disk of stale_dir is full; no copy is kept until space is freed")
 	}
 	if err := c.load(); err != nil {
 		return nil, err
@@ -238,7 +260,7 @@ func (c *Cache) Find(ref Ref) (*Entry, bool) {
 		f, err := os.Open(path)
 		if err != nil {
 			if !errors.Is(err, fs.ErrNotExist) {
-				c.log.Warn().Err(err).Str("entry", it.hash).Msg("stale cache: cannot open body")
+				c.diskWarning(causeOf(err), err, it.hash, "open body", "stale cache: cannot open body")
 				return nil, false
 			}
 			continue
@@ -366,7 +388,7 @@ func (c *Cache) removeFiles(items []*item) {
 			continue
 		}
 		if err := os.Remove(c.metaPath(it.hash)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			c.log.Warn().Err(err).Str("entry", it.hash).Msg("stale cache: cannot remove metadata")
+			c.diskWarning(causeOf(err), err, it.hash, "remove metadata", "stale cache: cannot remove metadata")
 		}
 		c.removeBody(it.hash, it.meta.Body)
 	}
@@ -397,7 +419,7 @@ func (c *Cache) pruneLocked(name string) {
 // safe without commitMu.
 func (c *Cache) removeBody(hash, body string) {
 	if err := os.Remove(c.bodyPath(hash, body)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		c.log.Warn().Err(err).Str("entry", hash).Msg("stale cache: cannot remove body")
+		c.diskWarning(causeOf(err), err, hash, "remove body", "stale cache: cannot remove body")
 	}
 }
 

@@ -160,9 +160,12 @@ nora_sidecar_stale_cache_evictions_total 1
 # HELP nora_sidecar_stale_cache_objects Entries held by the stale cache.
 # TYPE nora_sidecar_stale_cache_objects gauge
 nora_sidecar_stale_cache_objects 2
-# HELP nora_sidecar_stale_cache_write_errors_total Stale cache writes or commits that failed on the local disk.
+# HELP nora_sidecar_stale_cache_write_errors_total Stale cache writes or commits that failed, by cause: no_space, not_writable, digest_mismatch, other.
 # TYPE nora_sidecar_stale_cache_write_errors_total counter
-nora_sidecar_stale_cache_write_errors_total 0
+nora_sidecar_stale_cache_write_errors_total{cause="digest_mismatch"} 0
+nora_sidecar_stale_cache_write_errors_total{cause="no_space"} 0
+nora_sidecar_stale_cache_write_errors_total{cause="not_writable"} 0
+nora_sidecar_stale_cache_write_errors_total{cause="other"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
 		t.Error(err)

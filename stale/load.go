@@ -18,7 +18,7 @@ import (
 func (c *Cache) load() error {
 	top, err := os.ReadDir(c.dir)
 	if err != nil {
-		return fmt.Errorf("stale cache: read %s: %w", c.dir, err)
+		return err
 	}
 	var items []*item
 	dirBytes := map[string]int64{}

@@ -257,7 +257,7 @@ func (t *teeBody) abandon() {
 	t.f.Close()
 	t.f, t.w = nil, nil
 	if err := os.Remove(name); err != nil {
-		t.c.log.Warn().Err(err).Str("entry", t.p.hash).Msg("stale cache: cannot remove temp file")
+		t.c.diskWarning(causeOf(err), err, t.p.hash, "remove temp file", "stale cache: cannot remove temp file")
 	}
 	t.c.endWrite(t.p.claim)
 }
@@ -406,12 +406,6 @@ func writeMetaTemp(dir, hash string, m *meta) (string, error) {
 		return "", fmt.Errorf("metadata: %w", err)
 	}
 	return f.Name(), nil
-}
-
-// writeError logs and counts a local disk problem; it never reaches a client.
-func (c *Cache) writeError(err error, hash, op string) {
-	c.m.writeErrors.Inc()
-	c.log.Warn().Err(err).Str("entry", hash).Str("op", op).Msg("stale cache write failed")
 }
 
 // wantLength is the body length a copy must have: none for a HEAD's.
