@@ -74,6 +74,7 @@ type Cache struct {
 	refreshAfter time.Duration
 	lru          *list.List // of *item; front is the most recently used
 	use          usage
+	dock         dockerIndex
 	closed       bool
 	// seq numbers finished bodies in the order they completed, so that of
 	// two writes of one key the one that finished last wins even when the
@@ -157,6 +158,7 @@ func Open(o Options) (*Cache, error) {
 		refreshAfter: o.RefreshAfter,
 		lru:          list.New(),
 		use:          newUsage(allocUnit(top), allocated(top)),
+		dock:         newDockerIndex(),
 		syncFile:     (*os.File).Sync,
 		warns:        newWarnLimiter(o.Now),
 	}
@@ -242,17 +244,24 @@ func (c *Cache) bodyLimit(status int) int64 {
 }
 
 // Find returns the entry stored under ref's key, if ref may be served it
-// (Ref.servable), and marks it recently used. The caller must Close the
-// entry's Body. A body deleted between the index read and the open
-// (eviction or replacement racing) is retried once, then a miss.
+// (Ref.servable), and marks it recently used; a docker manifest or ping
+// whose own key misses may be answered by another client's copy of the same
+// thing (dockercopies.go). The caller must Close the entry's Body. A body
+// deleted between the index read and the open (eviction or replacement
+// racing) is retried once, then a miss.
 func (c *Cache) Find(ref Ref) (*Entry, bool) {
 	for range 2 {
 		c.mu.Lock()
-		it, ok := c.index[ref.Key]
-		if !ok || !ref.servable(it.meta.Cred) || !variantMatches(it.meta, ref.header) {
+		found, ok := c.matchLocked(ref)
+		if !ok {
 			c.mu.Unlock()
 			return nil, false
 		}
+		if found.made != nil {
+			c.mu.Unlock()
+			return found.made, true
+		}
+		it := found.it
 		c.lru.MoveToFront(it.elem)
 		m, path := it.meta, c.bodyPath(it.hash, it.meta.Body)
 		c.mu.Unlock()
@@ -271,10 +280,19 @@ func (c *Cache) Find(ref Ref) (*Entry, bool) {
 			Body:       f,
 			Size:       m.Size,
 			HeadLength: m.HeadLength,
-			StoredAt:   m.StoredAt,
+			StoredAt:   found.storedAt,
 		}, true
 	}
 	return nil, false
+}
+
+// matchLocked finds the copy for ref: its own, else a docker copy by
+// meaning. c.mu must be held.
+func (c *Cache) matchLocked(ref Ref) (dockerMatch, bool) {
+	if it, ok := c.index[ref.Key]; ok && ref.servable(it.meta.Cred) && variantMatches(it.meta, ref.header) {
+		return dockerMatch{it: it, storedAt: it.meta.StoredAt}, true
+	}
+	return c.dockerMatchLocked(ref)
 }
 
 // Stats returns what the cache takes on disk (as MaxBytes counts it) and
@@ -315,8 +333,10 @@ func (c *Cache) bodyPath(hash, body string) string {
 func (c *Cache) installLocked(it *item) (replaced *item) {
 	c.use.enter(dirOf(it.hash))
 	c.use.entries += it.disk
+	c.dock.add(it)
 	if old, ok := c.index[it.key]; ok {
 		c.lru.Remove(old.elem)
+		c.dock.remove(old)
 		c.use.entries -= old.disk
 		c.use.leave(dirOf(old.hash)) // never the last: it entered above
 		replaced = old
@@ -342,6 +362,7 @@ func (c *Cache) evictLocked() []*item {
 		it := back.Value.(*item)
 		c.lru.Remove(back)
 		delete(c.index, it.key)
+		c.dock.remove(it)
 		c.use.entries -= it.disk
 		c.use.leave(dirOf(it.hash))
 		victims = append(victims, it)
