@@ -19,7 +19,9 @@ func TestDockerStaleCopiesServeEveryClient(t *testing.T) {
 		warm, outage func(h *fakeHub, tp *testProxy) error
 	}{
 		{"skopeo-style stored, containerd-style pulls",
-			func(h *fakeHub, tp *testProxy) error { return checkLayer(pull(proxyClient(t, tp, nil), "library/app", "")) },
+			func(h *fakeHub, tp *testProxy) error {
+				return checkLayer(pull(proxyClient(t, tp, nil), "library/app", ""))
+			},
 			func(h *fakeHub, tp *testProxy) error {
 				return checkLayer(pullLikeContainerd(proxyClient(t, tp, nil), "library/app"))
 			}},
@@ -27,7 +29,9 @@ func TestDockerStaleCopiesServeEveryClient(t *testing.T) {
 			func(h *fakeHub, tp *testProxy) error {
 				return checkLayer(pullLikeContainerd(proxyClient(t, tp, nil), "library/app"))
 			},
-			func(h *fakeHub, tp *testProxy) error { return checkLayer(pull(proxyClient(t, tp, nil), "library/app", "")) }},
+			func(h *fakeHub, tp *testProxy) error {
+				return checkLayer(pull(proxyClient(t, tp, nil), "library/app", ""))
+			}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h, tp := newHubProxy(t)
