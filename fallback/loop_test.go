@@ -452,3 +452,50 @@ func TestLoopUnusedAdmissionIsGivenBack(t *testing.T) {
 		}
 	})
 }
+
+// unfitFormat says that every answer it presents could not be made right
+// for the addressed URL when unfit is set (a page whose links it could not
+// rewrite).
+type unfitFormat struct {
+	format.Plain
+	unfit bool
+}
+
+func (f unfitFormat) Present(*http.Request, *http.Response) format.Presented {
+	return format.Presented{NotStorable: f.unfit}
+}
+
+// TestLoopKeepsNoUnfitAnswer: a candidate's answer that its format could
+// not present correctly for the addressed URL is served (it is the best
+// answer there is), but never replaces the good stale copy, which the next
+// outage serves (issue 22.1). A fit answer does replace it.
+func TestLoopKeepsNoUnfitAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		unfit     bool
+		wantStale string
+	}{
+		{"unfit answer not kept", true, "the good copy"},
+		{"fit answer replaces the copy", false, "from B"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newLoopRig(t, false, 0)
+				r.chain.o.Formats = format.Set{"maven": unfitFormat{unfit: tc.unfit}}
+				keptCopy("the good copy")(t, r)
+				time.Sleep(time.Minute) // older than the refresh interval: an answer may replace it
+				r.up["A"].Script(testkit.Status(502, ""), testkit.Status(502, ""))
+				r.up["B"].Script(testkit.Status(200, "from B"), testkit.Status(500, ""))
+				r.up["C"].Script(testkit.Status(500, ""))
+				if res, body, _ := r.serve(t, http.MethodGet); res.Kind != answer.Fallback || body != "from B" {
+					t.Fatalf("B's answer: %s %q, want it served", res.Kind, body)
+				}
+				synctest.Wait()
+				res, body, _ := r.serve(t, http.MethodGet)
+				if res.Kind != answer.Stale || body != tc.wantStale {
+					t.Fatalf("everything down: %s %q, want the stale copy %q", res.Kind, body, tc.wantStale)
+				}
+			})
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/nora-breaker/nora-breaker/config"
+	"github.com/nora-breaker/nora-breaker/fallback/format"
 )
 
 // present turns a candidate's successful answer into the client's answer:
@@ -11,12 +12,11 @@ import (
 // opened for the proxy's configured credentials is not the client's, who
 // could otherwise replay it to the candidate), makes a relative Location
 // absolute against the candidate, and lets the format add its part (PyPI's
-// file links).
-func (s *search) present(cand *config.Upstream, resp *http.Response) *http.Response {
+// file links) and say whether the result may be kept.
+func (s *search) present(cand *config.Upstream, resp *http.Response) (*http.Response, format.Presented) {
 	resp.Header.Set("X-Nora-Upstream", cand.Key)
 	resp.Header.Del("Set-Cookie")
 	resp.Header.Del("Set-Cookie2")
 	absoluteLocation(resp.Header, resp.Request.URL)
-	s.fm.Present(s.r.Client, resp)
-	return resp
+	return resp, s.fm.Present(s.r.Client, resp)
 }

@@ -161,11 +161,14 @@ func (s *search) askCandidate(u *config.Upstream, t breakerstate.Ticket) (Result
 	switch {
 	case resp.StatusCode < 400:
 		s.c.fallbacks.WithLabelValues(s.r.HostKey, u.Key).Inc()
-		resp = s.present(u, resp)
+		resp, presented := s.present(u, resp)
 		s.observe(u, s.r.Client, resp)
 		// The client addressed this URL: the next outage of the whole chain
-		// should still find the artifact under it.
-		s.keepStale(resp)
+		// should still find the artifact under it, unless the answer is not
+		// right for that URL (it would replace a copy that is).
+		if !presented.NotStorable {
+			s.keepStale(resp)
+		}
 		return s.result(resp, answer.Fallback, u.Key), true
 	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone:
 		s.saw404 = true

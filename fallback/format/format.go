@@ -33,8 +33,9 @@ type Format interface {
 	// Present adjusts a candidate's successful answer for a client who
 	// addressed another upstream (PyPI: relative file links made absolute
 	// against resp.Request.URL). The loop has already named the candidate
-	// and made Location absolute.
-	Present(req *http.Request, resp *http.Response)
+	// and made Location absolute. What it returns tells the loop whether
+	// the answer may be kept as a stale copy.
+	Present(req *http.Request, resp *http.Response) Presented
 	// Stale is the key req's copies are kept and found under, when the
 	// addressed upstream u is of this format; p is the request's keying
 	// policy. ok is false for a request that must not be cached.
@@ -45,6 +46,17 @@ type Format interface {
 	// upstreams hold the same artifacts (maven, docker); for PyPI a
 	// skipped index might have had it.
 	NotFoundIsFinal() bool
+}
+
+// Presented is what Present tells the loop about the answer it adjusted.
+// The zero value is an answer made right for the addressed URL.
+type Presented struct {
+	// NotStorable marks an answer the format could not make right for the
+	// addressed URL (a PyPI page whose links it could not rewrite): the
+	// client gets it, as the best answer there is, but it is never kept as
+	// a stale copy, so it can never replace a good one (docs/behaviour.md
+	// §6).
+	NotStorable bool
 }
 
 // Routes names the breaker key of the host a URL goes to, or "" when it is

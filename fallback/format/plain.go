@@ -36,8 +36,8 @@ func (Plain) Realm(*config.Upstream) string { return "" }
 // Observe learns nothing.
 func (Plain) Observe(Answer) {}
 
-// Present changes nothing.
-func (Plain) Present(*http.Request, *http.Response) {}
+// Present changes nothing: the answer is right as it is.
+func (Plain) Present(*http.Request, *http.Response) Presented { return Presented{} }
 
 // Stale keys req as any request of u's format.
 func (Plain) Stale(u *config.Upstream, req *http.Request, p stale.Policy) (StaleKey, bool) {

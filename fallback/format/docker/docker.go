@@ -131,7 +131,7 @@ func (f *Format) Observe(a format.Answer) {
 
 // Present changes nothing: a registry's answers mean the same whichever
 // registry the client addressed.
-func (*Format) Present(*http.Request, *http.Response) {}
+func (*Format) Present(*http.Request, *http.Response) format.Presented { return format.Presented{} }
 
 // Stale keys a blob by its digest and credentials by who obtained the
 // request's token; a manifest's HEAD keeps its own answer.

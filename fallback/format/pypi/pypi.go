@@ -20,11 +20,14 @@ var _ format.Format = Format{}
 
 // Present rewrites the links of a simple page (PEP 503 HTML, PEP 691 JSON)
 // that a candidate index served to a GET, against the URL it was asked.
-func (Format) Present(req *http.Request, resp *http.Response) {
+// It does not yet say when a page could not be rewritten
+// (format.Presented.NotStorable).
+func (Format) Present(req *http.Request, resp *http.Response) format.Presented {
 	if resp.StatusCode == http.StatusOK && req.Method == http.MethodGet &&
 		pypiPageKind(resp.Header.Get("Content-Type")) != pypiOther {
 		rewrite(resp, resp.Request.URL)
 	}
+	return format.Presented{}
 }
 
 // rewrite buffers a page up to maxPyPIPage and rewrites its links. A larger
