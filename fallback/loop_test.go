@@ -50,6 +50,7 @@ type loopRig struct {
 	set       *breakerstate.Set
 	throttles *throttle.Table
 	stale     *stale.Cache
+	reg       *prometheus.Registry
 	tr        testkit.Transport
 	a, b, c   *config.Upstream
 	up        map[string]*testkit.Upstream // by name: A, B, C
@@ -77,6 +78,7 @@ func newLoopRig(t *testing.T, final404 bool, deadline time.Duration) *loopRig {
 	r.c = testkit.ConfigUpstream(t, "maven", "http://c.test/mirror")
 	r.names[r.a.Key], r.names[r.b.Key], r.names[r.c.Key], r.names[realmKey] = "A", "B", "C", "R"
 	reg := prometheus.NewRegistry()
+	r.reg = reg
 	var ks []breakerstate.KeySettings
 	for _, k := range []string{r.a.Key, r.b.Key, r.c.Key, realmKey} {
 		ks = append(ks, breakerstate.KeySettings{Key: k, Format: "maven", FailureThreshold: 3,
