@@ -18,10 +18,6 @@ func knownBugs() map[string]string {
 		"issue 22.3": "yarn's registry.yarnpkg.com is no host of the npm upstream it is the same registry as: refused under deny_unlisted, never failed over",
 		"issue 22.4": "the npm packument keys /@scope%2fname (npm, yarn) and /@scope%2Fname (pnpm) are two stale copies, not one",
 		"issue 27.1": "a mirror request's ?ns= is dropped on failover: the next docker upstream, another registry, answers for the named one",
-		"issue 27.2": "a stale docker manifest is only served to the Accept list (and method) that stored it",
-		// Part of 27.2's "a cache warmed by one client serves all of them",
-		// not one of the two mechanisms the issue names.
-		"issue 27.2-ping": "a registry's /v2/ ping is served from stale only if a client's own ping stored it: containerd never pings, so skopeo after containerd gets 502 at /v2/",
 	}
 }
 
