@@ -180,11 +180,11 @@ func manifestDigestOf(m *meta) string {
 	return ""
 }
 
-// dockerMatch is a copy found by meaning: the copy whose status, headers
-// and body are served, and when the answer's claim was made (the copy's
-// own time, or that of the HEAD that named its digest); or an answer made
-// from the registry's stored challenge.
-type dockerMatch struct {
+// match is the copy Find serves: the copy whose status, headers and body
+// are served, and when the answer's claim was made (the copy's own time,
+// or that of the HEAD that named its digest); or an answer made from the
+// registry's stored challenge.
+type match struct {
 	it       *item
 	storedAt time.Time
 	made     *Entry
@@ -192,25 +192,25 @@ type dockerMatch struct {
 
 // dockerMatchLocked finds a docker copy for ref, whose own key missed.
 // c.mu must be held.
-func (c *Cache) dockerMatchLocked(ref Ref) (dockerMatch, bool) {
+func (c *Cache) dockerMatchLocked(ref Ref) (match, bool) {
 	if !ref.docker {
-		return dockerMatch{}, false
+		return match{}, false
 	}
 	n, ok := parseDockerName(ref.Key)
 	if !ok {
-		return dockerMatch{}, false
+		return match{}, false
 	}
 	fits := func(it *item) bool { return c.answers(ref, it) }
 	if it := newest(c.dock.families[n.family()], fits); it != nil {
-		return dockerMatch{it: it, storedAt: it.meta.StoredAt}, true
+		return match{it: it, storedAt: it.meta.StoredAt}, true
 	}
 	if n.head {
 		// The caller looks at the GET's copies next.
-		return dockerMatch{}, false
+		return match{}, false
 	}
 	if n.repo != "" && n.byDigest() {
 		if it := newest(c.dock.digests[n.digestName(n.ref)], fits); it != nil {
-			return dockerMatch{it: it, storedAt: it.meta.StoredAt}, true
+			return match{it: it, storedAt: it.meta.StoredAt}, true
 		}
 	}
 	if n.repo != "" && !n.byDigest() {
@@ -221,14 +221,14 @@ func (c *Cache) dockerMatchLocked(ref Ref) (dockerMatch, bool) {
 		}
 		if h := newest(c.dock.families[headOf.family()], named); h != nil {
 			if it := newest(c.dock.digests[n.digestName(manifestDigestOf(h.meta))], fits); it != nil {
-				return dockerMatch{it: it, storedAt: h.meta.StoredAt}, true
+				return match{it: it, storedAt: h.meta.StoredAt}, true
 			}
 		}
 	}
 	if n.who == "" && ref.Cred == "" {
 		return c.challengeLocked(n, ref)
 	}
-	return dockerMatch{}, false
+	return match{}, false
 }
 
 // answers reports whether the stored copy it may answer ref: whoever
@@ -261,7 +261,7 @@ func newest(s itemSet, ok func(*item) bool) *item {
 // scope this request would have been given (none for the ping); for a
 // ping, a registry that answered tokenless requests with a success gets a
 // 200. c.mu must be held.
-func (c *Cache) challengeLocked(n dockerName, ref Ref) (dockerMatch, bool) {
+func (c *Cache) challengeLocked(n dockerName, ref Ref) (match, bool) {
 	set := c.dock.roots[n.root]
 	tokenless := func(it *item) bool { return it.meta.Cred == "" && ref.servable(it.meta.Cred) }
 	challenged := func(it *item) bool {
@@ -275,19 +275,19 @@ func (c *Cache) challengeLocked(n dockerName, ref Ref) (dockerMatch, bool) {
 		h := http.Header{"Content-Type": {"application/json"},
 			"Www-Authenticate": {withScope(src.meta.Header.Get("Www-Authenticate"), scope)}}
 		copyHeader(h, src.meta.Header, "Docker-Distribution-Api-Version")
-		return dockerMatch{made: madeEntry(http.StatusUnauthorized, h,
+		return match{made: madeEntry(http.StatusUnauthorized, h,
 			`{"errors":[{"code":"UNAUTHORIZED","message":"authentication required","detail":null}]}`+"\n", src.meta.StoredAt)}, true
 	}
 	if !n.ping {
-		return dockerMatch{}, false
+		return match{}, false
 	}
 	succeeded := func(it *item) bool { return tokenless(it) && it.meta.Status == http.StatusOK }
 	if src := newest(set, succeeded); src != nil {
 		h := http.Header{"Content-Type": {"application/json"}}
 		copyHeader(h, src.meta.Header, "Docker-Distribution-Api-Version")
-		return dockerMatch{made: madeEntry(http.StatusOK, h, "{}", src.meta.StoredAt)}, true
+		return match{made: madeEntry(http.StatusOK, h, "{}", src.meta.StoredAt)}, true
 	}
-	return dockerMatch{}, false
+	return match{}, false
 }
 
 // copyHeader copies header name from src to dst when src has it.
@@ -302,95 +302,4 @@ func copyHeader(dst, src http.Header, name string) {
 func madeEntry(status int, h http.Header, body string, storedAt time.Time) *Entry {
 	return &Entry{Status: status, Header: h, Body: io.NopCloser(strings.NewReader(body)), Size: int64(len(body)),
 		StoredAt: storedAt}
-}
-
-// withScope is a WWW-Authenticate challenge with its scope replaced by
-// scope (removed when scope is ""). Only a Bearer challenge has a scope;
-// any other (Basic) is returned as it is.
-func withScope(challenge, scope string) string {
-	scheme, params, _ := strings.Cut(strings.TrimSpace(challenge), " ")
-	if !strings.EqualFold(scheme, "Bearer") {
-		return challenge
-	}
-	var b strings.Builder
-	b.WriteString(scheme)
-	sep := " "
-	for _, p := range splitParams(params) {
-		if strings.EqualFold(p.name, "scope") {
-			continue
-		}
-		b.WriteString(sep + p.name + "=" + quote(p.value))
-		sep = ","
-	}
-	if scope != "" {
-		b.WriteString(sep + "scope=" + quote(scope))
-	}
-	return b.String()
-}
-
-// authParam is one name=value of a challenge.
-type authParam struct{ name, value string }
-
-// splitParams splits a challenge's parameters (RFC 9110 §11.2): names,
-// and values that are tokens or quoted strings (which may hold commas).
-func splitParams(s string) []authParam {
-	var out []authParam
-	for {
-		s = strings.TrimLeft(s, " \t,")
-		eq := strings.IndexByte(s, '=')
-		if eq <= 0 {
-			return out
-		}
-		p := authParam{name: strings.TrimSpace(s[:eq])}
-		s = strings.TrimLeft(s[eq+1:], " \t")
-		if strings.HasPrefix(s, `"`) {
-			var v strings.Builder
-			i := 1
-			for ; i < len(s) && s[i] != '"'; i++ {
-				if s[i] == '\\' && i+1 < len(s) {
-					i++
-				}
-				v.WriteByte(s[i])
-			}
-			p.value, s = v.String(), s[min(i+1, len(s)):]
-		} else {
-			end := strings.IndexByte(s, ',')
-			if end < 0 {
-				end = len(s)
-			}
-			p.value, s = strings.TrimSpace(s[:end]), s[end:]
-		}
-		out = append(out, p)
-	}
-}
-
-// quote makes v a quoted string.
-func quote(v string) string {
-	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(v) + `"`
-}
-
-// acceptsMedia reports whether an Accept header in h admits the media type
-// of contentType: named exactly, by "type/*" or by "*/*", with a q-value
-// above zero. A request without Accept admits any.
-func acceptsMedia(h http.Header, contentType string) bool {
-	values := h.Values("Accept")
-	if len(values) == 0 {
-		return true
-	}
-	mt, _, _ := strings.Cut(contentType, ";")
-	mt = strings.ToLower(strings.TrimSpace(mt))
-	typ, _, _ := strings.Cut(mt, "/")
-	for _, v := range values {
-		for item := range strings.SplitSeq(v, ",") {
-			name, params, _ := strings.Cut(strings.TrimSpace(item), ";")
-			name = strings.ToLower(strings.TrimSpace(name))
-			if qIsZero(params) || mt == "" && name != "*/*" {
-				continue
-			}
-			if name == mt || name == "*/*" || name == typ+"/*" {
-				return true
-			}
-		}
-	}
-	return false
 }

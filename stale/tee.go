@@ -2,13 +2,10 @@ package stale
 
 import (
 	"bufio"
-	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/textproto"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -78,86 +75,6 @@ func (c *Cache) createTemp(hash string) (*os.File, error) {
 	// The random middle part of the temp name becomes the body's unique name,
 	// so concurrent writes of one key never share a file.
 	return os.CreateTemp(dir, hash+".*"+bodySuffix+tmpSuffix)
-}
-
-// write is one write in flight: the key it claimed, its entry directory and
-// what it reserved on disk (usage.go). Its fields are guarded by c.mu once
-// the write has started, except that only the write's own reader changes
-// reserved (grow).
-type write struct {
-	key, dir string
-	reserved int64
-}
-
-// startWriting claims key for one write of an answer with status, which
-// reserves reserve bytes of disk in entry directory dir. It refuses when
-// the cache is closed, when the key is already being written (a hot URL
-// fetched by many clients at once needs one copy, not one per client), when
-// the stored copy has the same status and is younger than the refresh
-// interval, when too many writes are in flight (the cache must never make
-// work pile up behind a busy disk), or when the bound cannot make room for
-// the write even by evicting every entry.
-func (c *Cache) startWriting(key, dir string, status int, reserve int64) (*write, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch {
-	case c.closed, c.writing[key], len(c.writing) >= c.maxWriters,
-		c.use.top+c.use.writes+c.use.unit+reserve > c.maxBytes:
-		return nil, false
-	}
-	if it := c.index[key]; it != nil && it.meta.Status == status && c.now().Sub(it.meta.StoredAt) < c.refreshAfter {
-		return nil, false
-	}
-	w := &write{key: key, dir: dir, reserved: reserve}
-	c.writing[key] = true
-	c.use.enter(dir)
-	c.use.writes += reserve
-	c.dropLocked(c.evictLocked())
-	if c.use.total() > c.maxBytes {
-		// Other writes in flight hold the room.
-		c.endWriteLocked(w)
-		return nil, false
-	}
-	return w, true
-}
-
-// grow raises w's reservation to to bytes, evicting to make room; it
-// reports false when even that cannot keep the cache under its bound, or
-// the cache is closed: the write must then be abandoned.
-func (c *Cache) grow(w *write, to int64) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed || c.use.top+c.use.writes+c.use.unit+to-w.reserved > c.maxBytes {
-		return false
-	}
-	c.use.writes += to - w.reserved
-	w.reserved = to
-	c.dropLocked(c.evictLocked())
-	return c.use.total() <= c.maxBytes
-}
-
-// endWrite releases what startWriting claimed for a write that made no
-// entry; its files must already be gone.
-func (c *Cache) endWrite(w *write) {
-	c.mu.Lock()
-	c.endWriteLocked(w)
-	c.mu.Unlock()
-}
-
-// endWriteLocked is endWrite with c.mu held.
-func (c *Cache) endWriteLocked(w *write) {
-	c.releaseLocked(w)
-	c.pruneLocked(w.dir)
-	c.updateGaugesLocked()
-}
-
-// releaseLocked hands back w's claim on its key, its reservation and its
-// count in its directory. c.mu must be held.
-func (c *Cache) releaseLocked(w *write) {
-	delete(c.writing, w.key)
-	c.use.writes -= w.reserved
-	w.reserved = 0
-	c.use.leave(w.dir)
 }
 
 // pending is what a finished body needs to become an entry.
@@ -292,120 +209,6 @@ func (t *teeBody) finish() {
 			c.writeError(err, p.hash, "commit")
 		}
 	}()
-}
-
-// commit makes p an entry. Order matters for crash safety: the body gets its
-// final unique name first, then the metadata's rename publishes it; a crash
-// before that leaves an orphan body the loader removes, a crash after it a
-// complete entry. The replaced body is deleted only after the new meta is in
-// place. Whatever happens, the write's claim is released: by install, or by
-// endWrite once its files are gone.
-func (c *Cache) commit(p *pending) error {
-	bodyPath, bodyName, err := c.finishBody(p)
-	if err != nil {
-		c.endWrite(p.claim)
-		return err
-	}
-	m := &meta{Version: metaVersion, Key: p.claim.key, Status: p.status, Header: p.header,
-		Size: p.size, StoredAt: p.storedAt, Body: bodyName, Cred: p.cred, Vary: p.vary, HeadLength: p.headLength}
-	metaTmp, err := writeMetaTemp(filepath.Dir(bodyPath), p.hash, m)
-	if err != nil {
-		os.Remove(bodyPath)
-		c.endWrite(p.claim)
-		return err
-	}
-
-	c.commitMu.Lock()
-	defer c.commitMu.Unlock()
-	c.mu.Lock()
-	cur := c.index[p.claim.key]
-	c.mu.Unlock()
-	if cur != nil && cur.seq > p.seq {
-		// A write of this key that finished later is already committed.
-		os.Remove(metaTmp)
-		os.Remove(bodyPath)
-		c.endWrite(p.claim)
-		return nil
-	}
-	if err := os.Rename(metaTmp, c.metaPath(p.hash)); err != nil {
-		os.Remove(metaTmp)
-		os.Remove(bodyPath)
-		c.endWrite(p.claim)
-		return fmt.Errorf("metadata: %w", err)
-	}
-	it := &item{key: p.claim.key, hash: p.hash, meta: m, seq: p.seq, disk: c.measure(bodyPath, c.metaPath(p.hash))}
-	dirBytes, topBytes := c.measure(c.subdir(p.hash)), c.measure(c.dir)
-	c.mu.Lock()
-	replaced := c.installLocked(it)
-	c.releaseLocked(p.claim)
-	c.use.measured(dirOf(p.hash), dirBytes)
-	c.use.top = topBytes
-	victims := c.evictLocked()
-	c.mu.Unlock()
-	if replaced != nil {
-		c.removeBody(replaced.hash, replaced.meta.Body)
-	}
-	c.removeFiles(victims)
-	return nil
-}
-
-// finishBody flushes, syncs and closes p's temp file and gives it its final
-// name; on failure the temp file is gone.
-func (c *Cache) finishBody(p *pending) (path, name string, err error) {
-	tmp := p.f.Name()
-	err = p.w.Flush()
-	if err == nil {
-		err = c.syncFile(p.f)
-	}
-	if cerr := p.f.Close(); err == nil {
-		err = cerr
-	}
-	name = strings.TrimSuffix(filepath.Base(tmp), tmpSuffix)
-	path = filepath.Join(filepath.Dir(tmp), name)
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return "", "", fmt.Errorf("body: %w", err)
-	}
-	return path, name, nil
-}
-
-// measure is what the files at paths take on disk; one that cannot be
-// read counts as nothing (it is gone, or the next measure corrects it).
-func (c *Cache) measure(paths ...string) int64 {
-	var n int64
-	for _, p := range paths {
-		if fi, err := os.Lstat(p); err == nil {
-			n += allocated(fi)
-		}
-	}
-	return n
-}
-
-// writeMetaTemp writes m to a temp file next to its final place. Unlike the
-// body it is not fsynced: a metadata file lost or emptied by a crash fails to
-// parse and the loader drops the entry, which costs one cache miss, whereas a
-// body that had not reached the disk could be served as garbage.
-func writeMetaTemp(dir, hash string, m *meta) (string, error) {
-	data, err := json.Marshal(m)
-	if err != nil {
-		return "", fmt.Errorf("metadata: %w", err)
-	}
-	f, err := os.CreateTemp(dir, hash+".*"+metaSuffix+tmpSuffix)
-	if err != nil {
-		return "", fmt.Errorf("metadata: %w", err)
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return "", fmt.Errorf("metadata: %w", err)
-	}
-	return f.Name(), nil
 }
 
 // wantLength is the body length a copy must have: none for a HEAD's.
