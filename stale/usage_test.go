@@ -73,9 +73,11 @@ func TestMaxBytesBoundsTheDisk(t *testing.T) {
 	if int64(gauge) != used {
 		t.Errorf("nora_sidecar_stale_cache_bytes = %v, the directory takes %d", gauge, used)
 	}
-	if b, n := c.Stats(); b != used || n == 0 {
+	b, n := c.Stats()
+	if b != used || n == 0 {
 		t.Errorf("Stats = %d bytes in %d objects; the directory takes %d and must hold some", b, n, used)
 	}
+	t.Logf("4000 one-byte answers: the directory takes %d bytes, %d entries kept", used, n)
 	if _, ok := lookupBody(t, c, "https://r.test/a/3999"); !ok {
 		t.Error("the newest answer was not kept")
 	}
