@@ -186,6 +186,19 @@ func TestServeUnwritableAddrFileExitsOne(t *testing.T) {
 	}
 }
 
+// A stale_dir that cannot be written stops serve at start with a
+// configuration error naming it once, instead of a warning per request.
+func TestServeRefusesAStaleDirItCannotWrite(t *testing.T) {
+	clearNoraEnv(t)
+	file := writeFile(t, "not-a-dir", "")
+	conf := writeFile(t, "config.toml", "[sidecar]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\nstale_dir = \""+
+		filepath.Join(file, "stale")+"\"\n")
+	code, _, errOut := runCLI(t, "serve", "--config", conf)
+	if code != 2 || strings.Count(errOut, "stale_dir") != 1 || strings.Contains(errOut, "stale cache: stale cache") {
+		t.Fatalf("exit %d, stderr %q; want 2 and the cause named once", code, errOut)
+	}
+}
+
 // TestProcessReloadAndShutdown runs the real binary: it serves, reloads on
 // SIGHUP and on a file change, refuses an invalid file while keeping the old
 // configuration, and exits 0 on SIGTERM.

@@ -135,13 +135,14 @@ func TestGroupFormatsPerUpstream(t *testing.T) {
 			Host: "files.pythonhosted.org", Throttled: true, ThrottledSeconds: 9},
 		{Key: "pypi:Q", Format: "pypi", State: "closed"}, // no upstream given: its own group
 	}
-	got := groupFormats(views, summarize(views, true).worst, pageCounts{staleServed: map[string]uint64{"pypi:P": 4}})
+	got := groupFormats(views, summarize(views, true).worst,
+		pageCounts{staleServed: map[string]uint64{"pypi:P": 4, "pypi:P@files.pythonhosted.org": 3}}, time.Time{})
 	if len(got) != 2 || got[0].Name != "pypi" || got[1].Name != "cargo" || got[0].Status != "open" {
 		t.Fatalf("formats: %+v", got)
 	}
 	ups := got[0].Upstreams
 	if len(ups) != 2 || ups[0].Key != "pypi:P" || len(ups[0].Hosts) != 2 || ups[1].Key != "pypi:Q" ||
-		ups[0].StaleServed != 4 || ups[0].Hosts[1].Host != "files.pythonhosted.org" {
+		ups[0].StaleServed != 7 || ups[0].Hosts[1].Host != "files.pythonhosted.org" {
 		t.Fatalf("upstreams: %+v", ups)
 	}
 }
@@ -151,7 +152,7 @@ func TestStatusPageRendersThrottledHosts(t *testing.T) {
 		Host: "index.crates.io", Throttled: true, ThrottledSeconds: 42, Threshold: 5}}
 	var b strings.Builder
 	if err := statusPageTemplate.Execute(&b, pageView{Status: "healthy",
-		Formats: groupFormats(views, summarize(views, true).worst, pageCounts{})}); err != nil {
+		Formats: groupFormats(views, summarize(views, true).worst, pageCounts{}, time.Time{})}); err != nil {
 		t.Fatal(err)
 	}
 	row := breakerRow(t, b.String(), "cargo@index.crates.io")
@@ -160,6 +161,36 @@ func TestStatusPageRendersThrottledHosts(t *testing.T) {
 		if !strings.Contains(row, want) {
 			t.Errorf("row lacks %s:\n%s", want, row)
 		}
+	}
+}
+
+// A key served only from stale copies says so on its row: since when (as
+// a duration) and how old the last copy was, read back from the gauges the
+// loop keeps (issue 21.7); a key whose last answer was fresh says nothing.
+func TestStatusPageShowsServingStale(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	since := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "nora_sidecar_stale_serving_since_timestamp_seconds"}, []string{"registry"})
+	age := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "nora_sidecar_stale_last_served_age_seconds"}, []string{"registry"})
+	reg.MustRegister(since, age)
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	since.WithLabelValues("npm:a").Set(float64(now.Add(-12*time.Minute - 5*time.Second).Unix()))
+	age.WithLabelValues("npm:a").Set((3*time.Hour + 2*time.Minute).Seconds())
+	views := []breakerView{{Key: "npm:a", Format: "npm", State: "open", Upstream: "npm:a"},
+		{Key: "npm:b", Format: "npm", State: "closed", Upstream: "npm:b"}}
+	var b strings.Builder
+	if err := statusPageTemplate.Execute(&b, pageView{Status: "degraded",
+		Formats: groupFormats(views, summarize(views, true).worst, gatherCounts(reg), now)}); err != nil {
+		t.Fatal(err)
+	}
+	row := breakerRow(t, b.String(), "npm:a")
+	for _, want := range []string{"only stale copies for 12m 5s, the last 3h 2m old",
+		fmt.Sprintf(`data-stale-since="%d"`, now.Add(-12*time.Minute-5*time.Second).Unix())} {
+		if !strings.Contains(row, want) {
+			t.Errorf("row lacks %s:\n%s", want, row)
+		}
+	}
+	if row := breakerRow(t, b.String(), "npm:b"); strings.Contains(row, "stale") {
+		t.Errorf("a key answered fresh shows stale:\n%s", row)
 	}
 }
 

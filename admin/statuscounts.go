@@ -16,6 +16,11 @@ type pageCounts struct {
 	results map[string]map[string]uint64
 	// staleServed maps the addressed breaker key → stale copies served.
 	staleServed map[string]uint64
+	// staleSince maps an addressed breaker key served only from stale
+	// since its last fresh answer → the Unix time of the first stale answer
+	// (nora_sidecar_stale_serving_since_timestamp_seconds), and staleAge →
+	// the age in seconds of the last copy served for it.
+	staleSince, staleAge map[string]float64
 	// fallbacks are the from → to pairs that served at least once, busiest first.
 	fallbacks []fallbackCount
 }
@@ -30,7 +35,8 @@ type fallbackCount struct {
 // gathered leaves them empty: the page still shows the breakers. The labels
 // of other families are never read.
 func gatherCounts(g prometheus.Gatherer) pageCounts {
-	c := pageCounts{results: map[string]map[string]uint64{}, staleServed: map[string]uint64{}}
+	c := pageCounts{results: map[string]map[string]uint64{}, staleServed: map[string]uint64{},
+		staleSince: map[string]float64{}, staleAge: map[string]float64{}}
 	fams, _ := g.Gather()
 	for _, f := range fams {
 		switch f.GetName() {
@@ -45,6 +51,14 @@ func gatherCounts(g prometheus.Gatherer) pageCounts {
 		case "nora_sidecar_stale_served_total":
 			for _, m := range f.GetMetric() {
 				c.staleServed[metricLabel(m, "registry")] += counterCount(m)
+			}
+		case "nora_sidecar_stale_serving_since_timestamp_seconds":
+			for _, m := range f.GetMetric() {
+				c.staleSince[metricLabel(m, "registry")] = m.GetGauge().GetValue()
+			}
+		case "nora_sidecar_stale_last_served_age_seconds":
+			for _, m := range f.GetMetric() {
+				c.staleAge[metricLabel(m, "registry")] = m.GetGauge().GetValue()
 			}
 		case "nora_sidecar_fallback_total":
 			for _, m := range f.GetMetric() {

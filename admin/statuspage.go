@@ -59,6 +59,11 @@ type pageHost struct {
 	// scheduled (open, automatic); -1 otherwise, and Probe says why.
 	ProbeIn int
 	Probe   string
+	// StaleFor is how long the key has been served only from stale
+	// copies, StaleAge how old the last copy served was; both "" while its
+	// last answer was fresh. StaleSince is the run's start, Unix seconds.
+	StaleFor, StaleAge string
+	StaleSince         int64
 }
 
 // pageTransition is one timeline row.
@@ -88,7 +93,7 @@ func (s *Server) statusPage() pageView {
 	sum := summarize(views, s.o.Breakers.Enabled())
 	v := pageView{Version: s.o.Version, Status: sum.status, CircuitBreaker: sum.circuitBreaker,
 		Uptime: formatAge(now.Sub(s.o.Started)), Now: now.UTC().Format(time.RFC3339),
-		Formats: groupFormats(views, sum.worst, counts), Fallbacks: counts.fallbacks, HistorySize: historySize}
+		Formats: groupFormats(views, sum.worst, counts, now), Fallbacks: counts.fallbacks, HistorySize: historySize}
 	for _, e := range s.o.History.list() {
 		v.History = append(v.History, pageTransition{historyEntry: e, Time: e.At.UTC().Format("2006-01-02 15:04:05"),
 			Ago: formatAge(now.Sub(e.At))})
@@ -98,8 +103,9 @@ func (s *Server) statusPage() pageView {
 
 // groupFormats orders the rows per format and, within a format, per
 // upstream, both in configuration order (the order views lists keys in).
-// worst is each format's worst state (summary.worst).
-func groupFormats(views []breakerView, worst map[string]string, counts pageCounts) []pageFormat {
+// worst is each format's worst state (summary.worst); an upstream's stale
+// copies served add up its hosts' keys.
+func groupFormats(views []breakerView, worst map[string]string, counts pageCounts, now time.Time) []pageFormat {
 	var out []pageFormat
 	formatAt := map[string]int{}
 	upstreamAt := map[string][2]int{}
@@ -124,17 +130,25 @@ func groupFormats(views []breakerView, worst map[string]string, counts pageCount
 		if !ok {
 			at = [2]int{fi, len(f.Upstreams)}
 			upstreamAt[up] = at
-			f.Upstreams = append(f.Upstreams, pageUpstream{Key: up, StaleServed: counts.staleServed[up]})
+			f.Upstreams = append(f.Upstreams, pageUpstream{Key: up})
 		}
 		u := &out[at[0]].Upstreams[at[1]]
-		u.Hosts = append(u.Hosts, hostRow(bv))
+		u.StaleServed += counts.staleServed[bv.Key]
+		u.Hosts = append(u.Hosts, hostRow(bv, counts, now))
 	}
 	return out
 }
 
-// hostRow says when the breaker will next probe its upstream.
-func hostRow(bv breakerView) pageHost {
+// hostRow says when the breaker will next probe its upstream, and since
+// when its key has been served only from stale copies.
+func hostRow(bv breakerView, counts pageCounts, now time.Time) pageHost {
 	h := pageHost{breakerView: bv, ProbeIn: -1}
+	if since, ok := counts.staleSince[bv.Key]; ok {
+		start := time.Unix(int64(since), 0)
+		h.StaleSince = start.Unix()
+		h.StaleFor = formatAge(now.Sub(start))
+		h.StaleAge = formatAge(time.Duration(counts.staleAge[bv.Key] * float64(time.Second)))
+	}
 	switch {
 	case bv.Forced == "open":
 		h.Probe = "none while forced open"

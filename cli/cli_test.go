@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nora-breaker/nora-breaker/config"
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 func TestCheckConfigTable(t *testing.T) {
@@ -219,5 +221,33 @@ func TestAdminTokenPrecedence(t *testing.T) {
 	os.WriteFile(empty, []byte("\n"), 0o600)
 	if _, err := AdminToken("", empty, env("")); err == nil {
 		t.Error("an empty --token-file is not an error")
+	}
+}
+
+// A stale_dir this process cannot write is a configuration error for
+// check-config, as it is for serve; one that does not exist yet but can be
+// created is fine.
+func TestCheckConfigRefusesAStaleDirItCannotWrite(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		staleDir string
+		code     int
+	}{
+		{filepath.Join(file, "stale"), ExitUsage},
+		{file, ExitUsage},
+		{filepath.Join(dir, "not", "yet"), ExitOK},
+	} {
+		cfg := testkit.LoadConfig(t, fmt.Sprintf("[sidecar]\nstale_dir = %q\n", c.staleDir), nil)
+		var out bytes.Buffer
+		if code := CheckConfig(cfg, CheckOptions{Now: time.Now}, &out, &out); code != c.code {
+			t.Errorf("stale_dir %s: exit %d, want %d:\n%s", c.staleDir, code, c.code, out.String())
+		}
+		if c.code != ExitOK && !strings.Contains(out.String(), "stale_dir") {
+			t.Errorf("stale_dir %s: the output does not say why:\n%s", c.staleDir, out.String())
+		}
 	}
 }

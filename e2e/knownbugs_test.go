@@ -16,10 +16,6 @@ import (
 func knownBugs() map[string]string {
 	return map[string]string{
 		"issue 22.4": "the npm packument keys /@scope%2fname (npm, yarn) and /@scope%2Fname (pnpm) are two stale copies, not one",
-		"issue 27.2": "a stale docker manifest is only served to the Accept list (and method) that stored it",
-		// Part of 27.2's "a cache warmed by one client serves all of them",
-		// not one of the two mechanisms the issue names.
-		"issue 27.2-ping": "a registry's /v2/ ping is served from stale only if a client's own ping stored it: containerd never pings, so skopeo after containerd gets 502 at /v2/",
 	}
 }
 

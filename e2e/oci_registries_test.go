@@ -154,18 +154,14 @@ func (e *ociEnv) runDir(t *testing.T, client string) string {
 // helm pulls the chart (oci://), each through a nora of its own: healthy
 // (from A), with A refusing connections (from B) and with both refusing
 // (from stale copies), each time into a fresh folder; the digests and the
-// files are the origin's. Then the known bug's case: a manifest one client
-// stored served from stale to another (skopeo → containerd, containerd →
-// skopeo).
+// files are the origin's. Then a manifest one client stored served from
+// stale to another (skopeo → containerd, containerd → skopeo).
 func TestOCIClients(t *testing.T) {
 	e := setupOCI(t, loadSuite(t))
 	for _, c := range e.clients() {
 		t.Run(c.id, func(t *testing.T) { ociClientCases(t, e, c) })
 	}
-	t.Run("stale-across-clients", func(t *testing.T) {
-		knownProductBug(t, "issue 27.2")
-		ociStaleAcrossClients(t, e)
-	})
+	t.Run("stale-across-clients", func(t *testing.T) { ociStaleAcrossClients(t, e) })
 }
 
 // ociClientCases is one client's three cases on a nora of its own.
@@ -214,7 +210,8 @@ func ociClientCases(t *testing.T, e *ociEnv, c ociClient) {
 // (a HEAD of the tag, then GETs with its Accept list) is served from the
 // copies skopeo stored (GETs with another Accept list), and the reverse.
 // Each direction is a case of its own; the second needs a /v2/ ping
-// answered from stale too, which no containerd pull stores.
+// answered from stale too, which no containerd pull stores: it is made from
+// the registry's answers to containerd's tokenless requests.
 func ociStaleAcrossClients(t *testing.T, e *ociEnv) {
 	skopeo := e.clients()[0]
 	ref := "registry-a.test:5000/" + imageRepo
@@ -248,9 +245,9 @@ func ociStaleAcrossClients(t *testing.T, e *ociEnv) {
 		served = append(served, "containerd from skopeo's copies")
 	})
 	t.Run("containerd-then-skopeo", func(t *testing.T) {
-		// skopeo pings /v2/ before anything else; containerd never does,
-		// so after a containerd pull there is no ping to serve.
-		knownProductBug(t, "issue 27.2-ping")
+		// skopeo pings /v2/ before anything else; containerd never does:
+		// the stale ping is the registry's answer to containerd's
+		// tokenless requests (docs/behaviour.md §6.1).
 		n := e.startOCINora(t, "nora-ctr-then-skopeo")
 		defer n.proc.stop()
 		defer e.setDown(t, false, "a", "b")

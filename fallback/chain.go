@@ -53,6 +53,7 @@ type Chain struct {
 	o           Options
 	fallbacks   *prometheus.CounterVec
 	staleServed *prometheus.CounterVec
+	staleRuns   *staleWatch
 }
 
 // Settings are the parts of the configuration a request is decided under.
@@ -127,6 +128,10 @@ func New(o Options) (*Chain, error) {
 		if err := o.Registerer.Register(m); err != nil {
 			return nil, fmt.Errorf("register fallback metrics: %w", err)
 		}
+	}
+	var err error
+	if c.staleRuns, err = newStaleWatch(o.Registerer); err != nil {
+		return nil, err
 	}
 	return c, nil
 }

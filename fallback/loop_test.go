@@ -54,6 +54,7 @@ type loopRig struct {
 	a, b, c   *config.Upstream
 	up        map[string]*testkit.Upstream // by name: A, B, C
 	names     map[string]string            // breaker key → name
+	reg       *prometheus.Registry
 	// client is the client's context; cancel makes the client leave.
 	client context.Context
 	cancel context.CancelFunc
@@ -77,6 +78,7 @@ func newLoopRig(t *testing.T, final404 bool, deadline time.Duration) *loopRig {
 	r.c = testkit.ConfigUpstream(t, "maven", "http://c.test/mirror")
 	r.names[r.a.Key], r.names[r.b.Key], r.names[r.c.Key], r.names[realmKey] = "A", "B", "C", "R"
 	reg := prometheus.NewRegistry()
+	r.reg = reg
 	var ks []breakerstate.KeySettings
 	for _, k := range []string{r.a.Key, r.b.Key, r.c.Key, realmKey} {
 		ks = append(ks, breakerstate.KeySettings{Key: k, Format: "maven", FailureThreshold: 3,
@@ -594,6 +596,53 @@ func TestLoopEquivalentHost(t *testing.T) {
 				by := r.names[res.ServedBy]
 				if got := r.steps(res.Attempts); by != tc.wantBy || !slices.Equal(got, tc.wantSteps) {
 					t.Errorf("served by %q, steps %q; want %q, %q", by, got, tc.wantBy, tc.wantSteps)
+				}
+			})
+		})
+	}
+}
+
+// unfitFormat says that every answer it presents could not be made right
+// for the addressed URL when unfit is set (a page whose links it could not
+// rewrite).
+type unfitFormat struct {
+	format.Plain
+	unfit bool
+}
+
+func (f unfitFormat) Present(*http.Request, *http.Response) bool {
+	return !f.unfit
+}
+
+// TestLoopKeepsNoUnfitAnswer: a candidate's answer that its format could
+// not present correctly for the addressed URL is served (it is the best
+// answer there is), but never replaces the good stale copy, which the next
+// outage serves (issue 22.1). A fit answer does replace it.
+func TestLoopKeepsNoUnfitAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		unfit     bool
+		wantStale string
+	}{
+		{"unfit answer not kept", true, "the good copy"},
+		{"fit answer replaces the copy", false, "from B"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newLoopRig(t, false, 0)
+				r.chain.o.Formats = format.Set{"maven": unfitFormat{unfit: tc.unfit}}
+				keptCopy("the good copy")(t, r)
+				time.Sleep(time.Minute) // older than the refresh interval: an answer may replace it
+				r.up["A"].Script(testkit.Status(502, ""), testkit.Status(502, ""))
+				r.up["B"].Script(testkit.Status(200, "from B"), testkit.Status(500, ""))
+				r.up["C"].Script(testkit.Status(500, ""))
+				if res, body, _ := r.serve(t, http.MethodGet); res.Kind != answer.Fallback || body != "from B" {
+					t.Fatalf("B's answer: %s %q, want it served", res.Kind, body)
+				}
+				synctest.Wait()
+				res, body, _ := r.serve(t, http.MethodGet)
+				if res.Kind != answer.Stale || body != tc.wantStale {
+					t.Fatalf("everything down: %s %q, want the stale copy %q", res.Kind, body, tc.wantStale)
 				}
 			})
 		})

@@ -160,6 +160,7 @@ func (s *search) askAddressed(u *config.Upstream, t breakerstate.Ticket) (Result
 	}
 	s.observe(u, req, resp)
 	s.keepStale(resp)
+	s.c.staleRuns.fresh(s.r.HostKey)
 	return s.result(resp, answer.Forwarded, key), true
 }
 
@@ -183,6 +184,7 @@ func (s *search) askCandidate(u *config.Upstream, t breakerstate.Ticket) (Result
 		if storable {
 			s.keepStale(resp)
 		}
+		s.c.staleRuns.fresh(s.r.HostKey)
 		return s.result(resp, answer.Fallback, u.Key), true
 	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone:
 		s.saw404 = true

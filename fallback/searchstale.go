@@ -28,8 +28,10 @@ func (s *search) staleCopy() (Result, bool) {
 	if !ok {
 		return Result{}, false
 	}
+	now := s.c.o.Now()
 	s.c.staleServed.WithLabelValues(s.r.HostKey).Inc()
-	resp := e.Response(s.r.Client, s.c.o.Now())
+	s.c.staleRuns.served(s.r.HostKey, now, e.StoredAt)
+	resp := e.Response(s.r.Client, now)
 	// A stale ping still names the realm, a stale token still stands for
 	// its credentials: the rest of an outage pull depends on both.
 	s.observe(s.r.Addressed, s.r.Client, resp)

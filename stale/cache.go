@@ -3,7 +3,6 @@ package stale
 import (
 	"container/list"
 	"errors"
-	"fmt"
 	"io/fs"
 	"net/http"
 	"os"
@@ -27,8 +26,10 @@ const (
 type Options struct {
 	// Dir holds the cache; it is created with mode 0700 when missing.
 	Dir string
-	// MaxBytes bounds the total size of stored bodies; the least recently
-	// used entries are evicted to stay under it.
+	// MaxBytes bounds what the cache takes on disk: the allocated blocks of
+	// its bodies, metadata and directories, and what the writes in flight
+	// will take (usage.go). The least recently used entries are evicted to
+	// stay under it.
 	MaxBytes int64
 	// MaxObjectBytes bounds one body; larger answers are never stored.
 	MaxObjectBytes int64
@@ -43,8 +44,13 @@ type Options struct {
 	// answers are simply not stored.
 	MaxWriters int
 	// Logger receives write errors and load findings; keys are never logged
-	// (they hold URLs with query values), only their hashes.
+	// (they hold URLs with query values), only their hashes. The cache adds
+	// no component field: the caller names the component (the proxy gives
+	// "component":"stale"), and a second one would make a duplicate key.
 	Logger zerolog.Logger
+
+	// checkDir replaces the start-up check of Dir in tests (dircheck_*.go).
+	checkDir func(dir string) (full bool, err error)
 }
 
 // Cache is the stale cache. It is safe for concurrent use.
@@ -67,19 +73,23 @@ type Cache struct {
 	maxWriters   int
 	refreshAfter time.Duration
 	lru          *list.List // of *item; front is the most recently used
-	bytes        int64
+	use          usage
+	dock         dockerIndex
 	closed       bool
 	// seq numbers finished bodies in the order they completed, so that of
 	// two writes of one key the one that finished last wins even when the
 	// background commits run in the other order.
 	seq uint64
 
-	// commits counts commit goroutines in flight; Close waits for them.
+	// commits counts the goroutines in flight that commit bodies or remove
+	// evicted entries' files; Close waits for them.
 	commits sync.WaitGroup
 	// syncFile makes a body durable before it is published. A field rather
 	// than a direct call so the concurrency test can skip disk flushes that
 	// prove nothing about locking and dominate its run time.
 	syncFile func(*os.File) error
+	// warns rate-limits the warnings of disk problems (diskwarn.go).
+	warns *warnLimiter
 }
 
 // item is the in-memory index entry of one committed key.
@@ -88,14 +98,18 @@ type item struct {
 	meta      *meta
 	seq       uint64 // 0 for entries loaded at Open
 	elem      *list.Element
+	// disk is what the entry's body and metadata files take on disk.
+	disk int64
 }
 
-// Open prepares the cache in o.Dir: it creates the directory, rebuilds the
-// index from the committed entries, removes temporary, orphaned and corrupt
-// files, and evicts down to MaxBytes.
+// Open prepares the cache in o.Dir: it creates the directory, refuses one
+// it cannot create files in (ErrNotWritable) and warns once of a full disk,
+// rebuilds the index from the committed entries, removes temporary,
+// orphaned and corrupt files, and evicts down to MaxBytes. Its errors do
+// not name the package; the caller does.
 func Open(o Options) (*Cache, error) {
 	if o.Dir == "" {
-		return nil, errors.New("stale cache: no directory")
+		return nil, errors.New("no directory")
 	}
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = defaultMaxBytes
@@ -112,8 +126,19 @@ func Open(o Options) (*Cache, error) {
 	if o.MaxWriters <= 0 {
 		o.MaxWriters = 64
 	}
+	if o.checkDir == nil {
+		o.checkDir = checkDir
+	}
 	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("stale cache: %w", err)
+		return nil, err
+	}
+	full, err := o.checkDir(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	top, err := os.Stat(o.Dir)
+	if err != nil {
+		return nil, err
 	}
 	m, err := newMetrics(o.Registerer)
 	if err != nil {
@@ -125,14 +150,23 @@ func Open(o Options) (*Cache, error) {
 		// An object larger than the whole cache could never stay in it.
 		maxObject:    min(o.MaxObjectBytes, o.MaxBytes),
 		now:          o.Now,
-		log:          o.Logger.With().Str("component", "stale").Logger(),
+		log:          o.Logger,
 		m:            m,
 		index:        make(map[string]*item),
 		writing:      make(map[string]bool),
 		maxWriters:   o.MaxWriters,
 		refreshAfter: o.RefreshAfter,
 		lru:          list.New(),
+		use:          newUsage(allocUnit(top), allocated(top)),
+		dock:         newDockerIndex(),
 		syncFile:     (*os.File).Sync,
+		warns:        newWarnLimiter(o.Now),
+	}
+	if full {
+		// Said once: the writes that fail on it within the minute are
+		// only counted.
+		c.warns.allow(causeNoSpace)
+		c.log.Warn().Str("cause", causeNoSpace).Msg("stale cache: the disk of stale_dir is full; no copy is kept until space is freed")
 	}
 	if err := c.load(); err != nil {
 		return nil, err
@@ -210,17 +244,24 @@ func (c *Cache) bodyLimit(status int) int64 {
 }
 
 // Find returns the entry stored under ref's key, if ref may be served it
-// (Ref.servable), and marks it recently used. The caller must Close the
-// entry's Body. A body deleted between the index read and the open
-// (eviction or replacement racing) is retried once, then a miss.
+// (Ref.servable), and marks it recently used; a docker manifest or ping
+// whose own key misses may be answered by another client's copy of the same
+// thing (dockercopies.go). The caller must Close the entry's Body. A body
+// deleted between the index read and the open (eviction or replacement
+// racing) is retried once, then a miss.
 func (c *Cache) Find(ref Ref) (*Entry, bool) {
 	for range 2 {
 		c.mu.Lock()
-		it, ok := c.index[ref.Key]
-		if !ok || !ref.servable(it.meta.Cred) || !variantMatches(it.meta, ref.header) {
+		found, ok := c.matchLocked(ref)
+		if !ok {
 			c.mu.Unlock()
 			return nil, false
 		}
+		if found.made != nil {
+			c.mu.Unlock()
+			return found.made, true
+		}
+		it := found.it
 		c.lru.MoveToFront(it.elem)
 		m, path := it.meta, c.bodyPath(it.hash, it.meta.Body)
 		c.mu.Unlock()
@@ -228,7 +269,7 @@ func (c *Cache) Find(ref Ref) (*Entry, bool) {
 		f, err := os.Open(path)
 		if err != nil {
 			if !errors.Is(err, fs.ErrNotExist) {
-				c.log.Warn().Err(err).Str("entry", it.hash).Msg("stale cache: cannot open body")
+				c.diskWarning(causeOf(err), err, it.hash, "open body", "stale cache: cannot open body")
 				return nil, false
 			}
 			continue
@@ -239,17 +280,27 @@ func (c *Cache) Find(ref Ref) (*Entry, bool) {
 			Body:       f,
 			Size:       m.Size,
 			HeadLength: m.HeadLength,
-			StoredAt:   m.StoredAt,
+			StoredAt:   found.storedAt,
 		}, true
 	}
 	return nil, false
 }
 
-// Stats returns the stored body bytes and the number of entries.
+// matchLocked finds the copy for ref: its own, else a docker copy by
+// meaning. c.mu must be held.
+func (c *Cache) matchLocked(ref Ref) (match, bool) {
+	if it, ok := c.index[ref.Key]; ok && ref.servable(it.meta.Cred) && variantMatches(it.meta, ref.header) {
+		return match{it: it, storedAt: it.meta.StoredAt}, true
+	}
+	return c.dockerMatchLocked(ref)
+}
+
+// Stats returns what the cache takes on disk (as MaxBytes counts it) and
+// the number of entries.
 func (c *Cache) Stats() (bytes int64, objects int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.bytes, len(c.index)
+	return c.use.total(), len(c.index)
 }
 
 // Close stops accepting new writes and waits for commits already under way,
@@ -264,7 +315,10 @@ func (c *Cache) Close() error {
 }
 
 // subdir is the directory holding the entry of hash.
-func (c *Cache) subdir(hash string) string { return filepath.Join(c.dir, hash[:2]) }
+func (c *Cache) subdir(hash string) string { return filepath.Join(c.dir, dirOf(hash)) }
+
+// dirOf names the entry directory of hash: its first two hex digits.
+func dirOf(hash string) string { return hash[:2] }
 
 func (c *Cache) metaPath(hash string) string {
 	return filepath.Join(c.subdir(hash), hash+metaSuffix)
@@ -277,61 +331,23 @@ func (c *Cache) bodyPath(hash, body string) string {
 // installLocked puts it in the index as the most recently used entry and
 // returns the entry it replaced, if any. c.mu must be held.
 func (c *Cache) installLocked(it *item) (replaced *item) {
+	c.use.enter(dirOf(it.hash))
+	c.use.entries += it.disk
+	c.dock.add(it)
 	if old, ok := c.index[it.key]; ok {
 		c.lru.Remove(old.elem)
-		c.bytes -= old.meta.Size
+		c.dock.remove(old)
+		c.use.entries -= old.disk
+		c.use.leave(dirOf(old.hash)) // never the last: it entered above
 		replaced = old
 	}
 	it.elem = c.lru.PushFront(it)
 	c.index[it.key] = it
-	c.bytes += it.meta.Size
 	c.updateGaugesLocked()
 	return replaced
 }
 
-// evictLocked drops least recently used entries from the index until the
-// total fits MaxBytes and returns them so their files can be removed under
-// commitMu. c.mu must be held.
-func (c *Cache) evictLocked() []*item {
-	var victims []*item
-	for c.bytes > c.maxBytes {
-		back := c.lru.Back()
-		if back == nil {
-			break
-		}
-		it := back.Value.(*item)
-		c.lru.Remove(back)
-		delete(c.index, it.key)
-		c.bytes -= it.meta.Size
-		victims = append(victims, it)
-		c.m.evictions.Inc()
-	}
-	c.updateGaugesLocked()
-	return victims
-}
-
-// removeFiles deletes the committed files of items: the meta first, so a
-// crash in between leaves an orphan body the loader drops rather than a meta
-// naming a missing body. commitMu must be held, because a concurrent commit of
-// the same key would otherwise have its fresh meta deleted.
-func (c *Cache) removeFiles(items []*item) {
-	for _, it := range items {
-		if err := os.Remove(c.metaPath(it.hash)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			c.log.Warn().Err(err).Str("entry", it.hash).Msg("stale cache: cannot remove metadata")
-		}
-		c.removeBody(it.hash, it.meta.Body)
-	}
-}
-
-// removeBody deletes one body file; bodies have unique names, so this is
-// safe without commitMu.
-func (c *Cache) removeBody(hash, body string) {
-	if err := os.Remove(c.bodyPath(hash, body)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		c.log.Warn().Err(err).Str("entry", hash).Msg("stale cache: cannot remove body")
-	}
-}
-
 func (c *Cache) updateGaugesLocked() {
-	c.m.bytes.Set(float64(c.bytes))
+	c.m.bytes.Set(float64(c.use.total()))
 	c.m.objects.Set(float64(len(c.index)))
 }

@@ -99,8 +99,8 @@ func TestReplaceKeepsOneBody(t *testing.T) {
 	if got, ok := lookupBody(t, c, "k"); !ok || got != "v2" {
 		t.Fatalf("entry = %q, %v; want v2", got, ok)
 	}
-	if b, n := c.Stats(); b != 2 || n != 1 {
-		t.Errorf("Stats = %d bytes, %d objects; want 2, 1", b, n)
+	if b, n := c.Stats(); b != diskUsage(t, c.dir) || n != 1 {
+		t.Errorf("Stats = %d bytes, %d objects; want %d (on disk), 1", b, n, diskUsage(t, c.dir))
 	}
 	files := filesIn(t, c.dir)
 	if countSuffix(files, bodySuffix) != 1 || countSuffix(files, metaSuffix) != 1 || len(files) != 2 {
@@ -109,7 +109,9 @@ func TestReplaceKeepsOneBody(t *testing.T) {
 }
 
 func TestLRUEvictsLeastRecentlyUsed(t *testing.T) {
-	c, reg := newTestCache(t, Options{MaxBytes: 100, MaxObjectBytes: 100})
+	dir := t.TempDir()
+	bound := roomFor(t, dir, 2)
+	c, reg := newTestCache(t, Options{Dir: dir, MaxBytes: bound, MaxObjectBytes: 100})
 	body := strings.Repeat("b", 40)
 	store(t, c, "a", body)
 	store(t, c, "b", body)
@@ -123,8 +125,8 @@ func TestLRUEvictsLeastRecentlyUsed(t *testing.T) {
 			t.Errorf("%s present = %v, want %v", key, ok, want)
 		}
 	}
-	if b, n := c.Stats(); b != 80 || n != 2 {
-		t.Errorf("Stats = %d, %d; want 80, 2", b, n)
+	if b, n := c.Stats(); b != diskUsage(t, c.dir) || n != 2 {
+		t.Errorf("Stats = %d, %d; want %d (on disk), 2", b, n, diskUsage(t, c.dir))
 	}
 	if files := filesIn(t, c.dir); len(files) != 4 {
 		t.Errorf("eviction left files %v", files)
@@ -136,30 +138,34 @@ func TestLRUEvictsLeastRecentlyUsed(t *testing.T) {
 	// Many more writes never push the total over the bound.
 	for i := range 20 {
 		store(t, c, fmt.Sprintf("k%d", i), strings.Repeat("x", 10+i))
-		if b, _ := c.Stats(); b > 100 {
-			t.Fatalf("after %d writes the cache holds %d bytes > 100", i, b)
+		if b, _ := c.Stats(); b > bound || diskUsage(t, c.dir) > bound {
+			t.Fatalf("after %d writes the cache counts %d bytes and takes %d, over %d", i, b, diskUsage(t, c.dir), bound)
 		}
 	}
 }
 
 func TestMetrics(t *testing.T) {
-	c, reg := newTestCache(t, Options{MaxBytes: 10, MaxObjectBytes: 10})
+	dir := t.TempDir()
+	c, reg := newTestCache(t, Options{Dir: dir, MaxBytes: roomFor(t, dir, 2), MaxObjectBytes: 10})
 	store(t, c, "a", "12345")
 	store(t, c, "b", "123")
 	store(t, c, "c", "1234") // evicts a
 	want := `
-# HELP nora_sidecar_stale_cache_bytes Bytes of response bodies held by the stale cache.
+# HELP nora_sidecar_stale_cache_bytes Bytes the stale cache takes on disk: allocated blocks of its bodies, metadata and directories, and the writes in flight.
 # TYPE nora_sidecar_stale_cache_bytes gauge
-nora_sidecar_stale_cache_bytes 7
+nora_sidecar_stale_cache_bytes ` + fmt.Sprint(diskUsage(t, dir)) + `
 # HELP nora_sidecar_stale_cache_evictions_total Stale cache entries removed to stay under stale_max_bytes.
 # TYPE nora_sidecar_stale_cache_evictions_total counter
 nora_sidecar_stale_cache_evictions_total 1
 # HELP nora_sidecar_stale_cache_objects Entries held by the stale cache.
 # TYPE nora_sidecar_stale_cache_objects gauge
 nora_sidecar_stale_cache_objects 2
-# HELP nora_sidecar_stale_cache_write_errors_total Stale cache writes or commits that failed on the local disk.
+# HELP nora_sidecar_stale_cache_write_errors_total Stale cache writes or commits that failed, by cause: no_space, not_writable, digest_mismatch, other.
 # TYPE nora_sidecar_stale_cache_write_errors_total counter
-nora_sidecar_stale_cache_write_errors_total 0
+nora_sidecar_stale_cache_write_errors_total{cause="digest_mismatch"} 0
+nora_sidecar_stale_cache_write_errors_total{cause="no_space"} 0
+nora_sidecar_stale_cache_write_errors_total{cause="not_writable"} 0
+nora_sidecar_stale_cache_write_errors_total{cause="other"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
 		t.Error(err)

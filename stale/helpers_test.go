@@ -117,8 +117,9 @@ func countSuffix(files []string, suffix string) int {
 	return n
 }
 
-// metricValue reads one unlabelled series from reg by name, so tests also
-// check the names the dashboards rely on.
+// metricValue reads a series from reg by name, the sum of its labelled
+// series if it has labels, so tests also check the names the dashboards
+// rely on.
 func metricValue(t testing.TB, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -129,8 +130,11 @@ func metricValue(t testing.TB, reg *prometheus.Registry, name string) float64 {
 		if mf.GetName() != name {
 			continue
 		}
-		m := mf.GetMetric()[0]
-		return valueOf(m)
+		var sum float64
+		for _, m := range mf.GetMetric() {
+			sum += valueOf(m)
+		}
+		return sum
 	}
 	t.Fatalf("metric %s not registered", name)
 	return 0

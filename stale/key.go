@@ -47,6 +47,9 @@ type Ref struct {
 	// Head marks the copy of a HEAD's answer: headers only, kept apart
 	// from the GET's (see HeadRef).
 	Head bool
+	// docker marks a docker request's ref: when its own key misses, a
+	// manifest or ping is looked up by meaning (dockercopies.go).
+	docker bool
 	// header is the request's, to record and match the headers a stored
 	// answer varies by.
 	header http.Header
@@ -131,6 +134,7 @@ func (p Policy) For(req *http.Request, format string) (ref Ref, ok bool) {
 	b.WriteString(credSuffix(mode, cred))
 	if format == "docker" {
 		ref.AnyStatus = dockerChallenged(req, cred, &b)
+		ref.docker = true
 	}
 	ref.Key = b.String()
 	return ref, true

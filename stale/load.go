@@ -18,14 +18,23 @@ import (
 func (c *Cache) load() error {
 	top, err := os.ReadDir(c.dir)
 	if err != nil {
-		return fmt.Errorf("stale cache: read %s: %w", c.dir, err)
+		return err
 	}
 	var items []*item
+	dirBytes := map[string]int64{}
 	for _, d := range top {
 		if !d.IsDir() || len(d.Name()) != 2 || !validHash(d.Name()+strings.Repeat("0", 62)) {
 			continue // not ours; leave it alone
 		}
-		items = append(items, c.loadSubdir(filepath.Join(c.dir, d.Name()), d.Name())...)
+		dir := filepath.Join(c.dir, d.Name())
+		found := c.loadSubdir(dir, d.Name())
+		if len(found) == 0 {
+			// Nothing of ours is left in it: a directory costs a block.
+			c.pruneLocked(d.Name())
+			continue
+		}
+		items = append(items, found...)
+		dirBytes[d.Name()] = c.measure(dir)
 	}
 	// Without access times on disk, the store time is the best guess at
 	// recency: the oldest entries are evicted first after a restart.
@@ -35,7 +44,12 @@ func (c *Cache) load() error {
 	for _, it := range items {
 		c.installLocked(it)
 	}
-	c.log.Info().Int("objects", len(c.index)).Int64("bytes", c.bytes).Msg("stale cache loaded")
+	for name, n := range dirBytes {
+		c.use.measured(name, n)
+	}
+	c.use.top = c.measure(c.dir)
+	c.updateGaugesLocked()
+	c.log.Info().Int("objects", len(c.index)).Int64("bytes", c.use.total()).Msg("stale cache loaded")
 	return nil
 }
 
@@ -100,7 +114,7 @@ func (c *Cache) loadEntry(dir, prefix, hash string) (*item, error) {
 	if !st.Mode().IsRegular() || st.Size() != m.Size {
 		return nil, fmt.Errorf("%w: body size %d, want %d", errBadMeta, st.Size(), m.Size)
 	}
-	return &item{key: m.Key, hash: hash, meta: m}, nil
+	return &item{key: m.Key, hash: hash, meta: m, disk: allocated(st) + c.measure(filepath.Join(dir, hash+metaSuffix))}, nil
 }
 
 // readLimited reads at most limit bytes of path and fails on anything larger,

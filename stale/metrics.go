@@ -10,7 +10,7 @@ import (
 type metrics struct {
 	bytes       prometheus.Gauge
 	objects     prometheus.Gauge
-	writeErrors prometheus.Counter
+	writeErrors *prometheus.CounterVec
 	evictions   prometheus.Counter
 }
 
@@ -20,27 +20,30 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		bytes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nora_sidecar_stale_cache_bytes",
-			Help: "Bytes of response bodies held by the stale cache.",
+			Help: "Bytes the stale cache takes on disk: allocated blocks of its bodies, metadata and directories, and the writes in flight.",
 		}),
 		objects: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nora_sidecar_stale_cache_objects",
 			Help: "Entries held by the stale cache.",
 		}),
-		writeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+		writeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nora_sidecar_stale_cache_write_errors_total",
-			Help: "Stale cache writes or commits that failed on the local disk.",
-		}),
+			Help: "Stale cache writes or commits that failed, by cause: no_space, not_writable, digest_mismatch, other.",
+		}, []string{"cause"}),
 		evictions: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nora_sidecar_stale_cache_evictions_total",
 			Help: "Stale cache entries removed to stay under stale_max_bytes.",
 		}),
+	}
+	for _, cause := range writeCauses() {
+		m.writeErrors.WithLabelValues(cause)
 	}
 	if reg == nil {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.bytes, m.objects, m.writeErrors, m.evictions} {
 		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("stale cache metrics: %w", err)
+			return nil, fmt.Errorf("metrics: %w", err)
 		}
 	}
 	return m, nil

@@ -2,13 +2,10 @@ package stale
 
 import (
 	"bufio"
-	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/textproto"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -35,29 +32,23 @@ func (c *Cache) Store(ref Ref, resp *http.Response) {
 	if key == "" || resp == nil || resp.Body == nil || (!ref.Head && resp.ContentLength > c.bodyLimit(resp.StatusCode)) {
 		return
 	}
-	if !c.startWriting(key, resp.StatusCode) {
-		return
-	}
 	hash := keyHash(key)
-	dir := c.subdir(hash)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		c.writeError(err, hash, "create directory")
-		c.doneWriting(key)
+	want := wantLength(ref, resp)
+	w, ok := c.startWriting(key, dirOf(hash), resp.StatusCode, c.use.writeReserve(max(want, 0)))
+	if !ok {
 		return
 	}
-	// The random middle part of the temp name becomes the body's unique name,
-	// so concurrent writes of one key never share a file.
-	f, err := os.CreateTemp(dir, hash+".*"+bodySuffix+tmpSuffix)
+	f, err := c.createTemp(hash)
 	if err != nil {
 		c.writeError(err, hash, "create temp file")
-		c.doneWriting(key)
+		c.endWrite(w)
 		return
 	}
 	resp.Body = &teeBody{
 		c:   c,
 		src: resp.Body,
 		p: pending{
-			key:        key,
+			claim:      w,
 			hash:       hash,
 			status:     resp.StatusCode,
 			header:     storedHeader(resp.Header),
@@ -66,7 +57,7 @@ func (c *Cache) Store(ref Ref, resp *http.Response) {
 			headLength: headLength(ref, resp),
 			vary:       varyValues(resp.Header, ref.header),
 		},
-		want:   wantLength(ref, resp),
+		want:   want,
 		limit:  c.bodyLimit(resp.StatusCode),
 		digest: newDigestCheck(ref.Digest),
 		f:      f,
@@ -74,36 +65,22 @@ func (c *Cache) Store(ref Ref, resp *http.Response) {
 	}
 }
 
-// startWriting claims key for one write of an answer with status. It
-// refuses when the cache is closed, when the key is already being written (a
-// hot URL fetched by many clients at once needs one copy, not one per
-// client), when the stored copy has the same status and is younger than the
-// refresh interval, or when too many writes are in flight: the cache must
-// never make work pile up behind a busy disk.
-func (c *Cache) startWriting(key string, status int) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch {
-	case c.closed, c.writing[key], len(c.writing) >= c.maxWriters:
-		return false
+// createTemp creates the temp file of a write of hash in its entry
+// directory, creating the directory when it is missing.
+func (c *Cache) createTemp(hash string) (*os.File, error) {
+	dir := c.subdir(hash)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
 	}
-	if it := c.index[key]; it != nil && it.meta.Status == status && c.now().Sub(it.meta.StoredAt) < c.refreshAfter {
-		return false
-	}
-	c.writing[key] = true
-	return true
-}
-
-// doneWriting releases the claim startWriting took.
-func (c *Cache) doneWriting(key string) {
-	c.mu.Lock()
-	delete(c.writing, key)
-	c.mu.Unlock()
+	// The random middle part of the temp name becomes the body's unique name,
+	// so concurrent writes of one key never share a file.
+	return os.CreateTemp(dir, hash+".*"+bodySuffix+tmpSuffix)
 }
 
 // pending is what a finished body needs to become an entry.
 type pending struct {
-	key, hash  string
+	claim      *write
+	hash       string
 	cred       string
 	headLength int64
 	vary       map[string]string
@@ -152,6 +129,11 @@ func (t *teeBody) observe(b []byte, err error) {
 			t.abandon()
 			return
 		}
+		if need := t.c.use.writeReserve(t.n); need > t.p.claim.reserved && !t.c.grow(t.p.claim, need) {
+			// No room under the bound: this answer goes unstored.
+			t.abandon()
+			return
+		}
 		t.digest.write(b)
 		if _, werr := t.w.Write(b); werr != nil {
 			t.c.writeError(werr, t.p.hash, "write body")
@@ -191,10 +173,10 @@ func (t *teeBody) abandon() {
 	name := t.f.Name()
 	t.f.Close()
 	t.f, t.w = nil, nil
-	t.c.doneWriting(t.p.key)
 	if err := os.Remove(name); err != nil {
-		t.c.log.Warn().Err(err).Str("entry", t.p.hash).Msg("stale cache: cannot remove temp file")
+		t.c.diskWarning(causeOf(err), err, t.p.hash, "remove temp file", "stale cache: cannot remove temp file")
 	}
+	t.c.endWrite(t.p.claim)
 }
 
 // finish hands the complete body to a background commit, so the client's
@@ -223,99 +205,10 @@ func (t *teeBody) finish() {
 	t.f, t.w = nil, nil
 	go func() {
 		defer c.commits.Done()
-		defer c.doneWriting(p.key)
 		if err := c.commit(&p); err != nil {
 			c.writeError(err, p.hash, "commit")
 		}
 	}()
-}
-
-// commit makes p an entry. Order matters for crash safety: the body gets its
-// final unique name first, then the metadata's rename publishes it; a crash
-// before that leaves an orphan body the loader removes, a crash after it a
-// complete entry. The replaced body is deleted only after the new meta is in
-// place.
-func (c *Cache) commit(p *pending) error {
-	tmp := p.f.Name()
-	err := p.w.Flush()
-	if err == nil {
-		err = c.syncFile(p.f)
-	}
-	if cerr := p.f.Close(); err == nil {
-		err = cerr
-	}
-	bodyName := strings.TrimSuffix(filepath.Base(tmp), tmpSuffix)
-	bodyPath := filepath.Join(filepath.Dir(tmp), bodyName)
-	if err == nil {
-		err = os.Rename(tmp, bodyPath)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("body: %w", err)
-	}
-	m := &meta{Version: metaVersion, Key: p.key, Status: p.status, Header: p.header,
-		Size: p.size, StoredAt: p.storedAt, Body: bodyName, Cred: p.cred, Vary: p.vary, HeadLength: p.headLength}
-	metaTmp, err := writeMetaTemp(filepath.Dir(tmp), p.hash, m)
-	if err != nil {
-		os.Remove(bodyPath)
-		return err
-	}
-
-	c.commitMu.Lock()
-	defer c.commitMu.Unlock()
-	c.mu.Lock()
-	cur := c.index[p.key]
-	c.mu.Unlock()
-	if cur != nil && cur.seq > p.seq {
-		// A write of this key that finished later is already committed.
-		os.Remove(metaTmp)
-		os.Remove(bodyPath)
-		return nil
-	}
-	if err := os.Rename(metaTmp, c.metaPath(p.hash)); err != nil {
-		os.Remove(metaTmp)
-		os.Remove(bodyPath)
-		return fmt.Errorf("metadata: %w", err)
-	}
-	c.mu.Lock()
-	replaced := c.installLocked(&item{key: p.key, hash: p.hash, meta: m, seq: p.seq})
-	victims := c.evictLocked()
-	c.mu.Unlock()
-	if replaced != nil {
-		c.removeBody(replaced.hash, replaced.meta.Body)
-	}
-	c.removeFiles(victims)
-	return nil
-}
-
-// writeMetaTemp writes m to a temp file next to its final place. Unlike the
-// body it is not fsynced: a metadata file lost or emptied by a crash fails to
-// parse and the loader drops the entry, which costs one cache miss, whereas a
-// body that had not reached the disk could be served as garbage.
-func writeMetaTemp(dir, hash string, m *meta) (string, error) {
-	data, err := json.Marshal(m)
-	if err != nil {
-		return "", fmt.Errorf("metadata: %w", err)
-	}
-	f, err := os.CreateTemp(dir, hash+".*"+metaSuffix+tmpSuffix)
-	if err != nil {
-		return "", fmt.Errorf("metadata: %w", err)
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return "", fmt.Errorf("metadata: %w", err)
-	}
-	return f.Name(), nil
-}
-
-// writeError logs and counts a local disk problem; it never reaches a client.
-func (c *Cache) writeError(err error, hash, op string) {
-	c.m.writeErrors.Inc()
-	c.log.Warn().Err(err).Str("entry", hash).Str("op", op).Msg("stale cache write failed")
 }
 
 // wantLength is the body length a copy must have: none for a HEAD's.

@@ -59,12 +59,13 @@ func writeRenderedRules(t *testing.T, dir string, args ...string) {
 // Prometheus will load them (promtool check rules) and unit-tests every
 // alert against synthetic series (promtool test rules,
 // testdata/alerts.test.yml): open for 5 minutes fires and 4 does not, stale
-// copies served, a refused reload.
+// copies served, a key served only from stale for more than 15 minutes, a
+// refused reload.
 func TestPrometheusRulesWithPromtool(t *testing.T) {
 	dir := t.TempDir()
 	writeRenderedRules(t, dir)
 	out := promtool(t, dir, "check", "rules", "rules.yml")
-	if !strings.Contains(out, "SUCCESS: 3 rules found") {
+	if !strings.Contains(out, "SUCCESS: 4 rules found") {
 		t.Errorf("promtool check rules: %s", out)
 	}
 	tests, err := os.ReadFile(filepath.Join("testdata", "alerts.test.yml"))
@@ -84,6 +85,18 @@ func TestPrometheusRulesShortOpenFor(t *testing.T) {
 	writeRenderedRules(t, dir, "--set", "metrics.prometheusRule.openFor=3s")
 	if b, _ := os.ReadFile(filepath.Join(dir, "rules.yml")); !strings.Contains(string(b), "for: 3s") {
 		t.Fatalf("openFor not applied:\n%s", b)
+	}
+	promtool(t, dir, "check", "rules", "rules.yml")
+}
+
+// TestPrometheusRulesStaleForMinutes: staleForMinutes sets the threshold of
+// NoraBreakerServingStaleTooLong, in seconds of the expression.
+func TestPrometheusRulesStaleForMinutes(t *testing.T) {
+	dir := t.TempDir()
+	writeRenderedRules(t, dir, "--set", "metrics.prometheusRule.staleForMinutes=30")
+	b, _ := os.ReadFile(filepath.Join(dir, "rules.yml"))
+	if !strings.Contains(string(b), "time() - nora_sidecar_stale_serving_since_timestamp_seconds > 1800") {
+		t.Fatalf("staleForMinutes not applied:\n%s", b)
 	}
 	promtool(t, dir, "check", "rules", "rules.yml")
 }
