@@ -15,7 +15,6 @@ import (
 // everywhere); before that, E2E_EXPECT_FIXED runs it on demand.
 func knownBugs() map[string]string {
 	return map[string]string{
-		"issue 22.4": "the npm packument keys /@scope%2fname (npm, yarn) and /@scope%2Fname (pnpm) are two stale copies, not one",
 	}
 }
 

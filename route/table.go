@@ -9,6 +9,7 @@ import (
 
 	"github.com/nora-breaker/nora-breaker/config"
 	"github.com/nora-breaker/nora-breaker/internal/hostport"
+	"github.com/nora-breaker/nora-breaker/internal/urlnorm"
 )
 
 // Route is the result of classifying one request URL.
@@ -99,7 +100,7 @@ func NewTable(ups []*config.Upstream) *Table {
 		}
 		host, port := hostport.Of(u.URL)
 		o := hostport.Origin(u.URL.Scheme, host, port)
-		t.byAuthority[o] = append(t.byAuthority[o], prefixed{upstream: u, base: u.URL.EscapedPath(), key: u.Key})
+		t.byAuthority[o] = append(t.byAuthority[o], prefixed{upstream: u, base: urlnorm.Path(u.URL.EscapedPath()), key: u.Key})
 		t.claimHost(u, u.Hosts[0])
 		chains[u.Format] = append(chains[u.Format], u)
 	}
@@ -148,7 +149,7 @@ func (t *Table) addEquivalents(ups []*config.Upstream) {
 				continue
 			}
 			cands := append([]*config.Upstream{u}, t.candidates[u]...)
-			t.byAuthority[o] = append(t.byAuthority[o], prefixed{upstream: u, base: u.URL.EscapedPath(),
+			t.byAuthority[o] = append(t.byAuthority[o], prefixed{upstream: u, base: urlnorm.Path(u.URL.EscapedPath()),
 				key: u.HostKey(h), equivalent: true, candidates: cands})
 		}
 	}
@@ -196,18 +197,22 @@ func (t *Table) Classify(u *url.URL) Route {
 	raw := u.EscapedPath()
 	path, climbed := resolveDots(raw, false)
 	loose, climbedLoose := resolveDots(raw, true)
+	// Base paths are compared in one spelling per byte (%2f and %2F are one
+	// path); Rel keeps the client's, since the case of an escape changes no
+	// byte and the length of none.
+	normPath, normLoose, normRaw := urlnorm.Path(path), urlnorm.Path(loose), urlnorm.Path(raw)
 	if !climbed && !climbedLoose {
 		for _, p := range ups {
-			rel, under := underPath(path, p.base)
-			_, looseUnder := underPath(loose, p.base)
+			_, under := underPath(normPath, p.base)
+			_, looseUnder := underPath(normLoose, p.base)
 			if under && looseUnder {
-				return Route{Upstream: p.upstream, Rel: rel, Key: p.key, Equivalent: p.equivalent,
+				return Route{Upstream: p.upstream, Rel: relBelow(path, p.base), Key: p.key, Equivalent: p.equivalent,
 					Candidates: p.candidates}
 			}
 		}
 	}
 	for _, p := range ups {
-		if _, rawUnder := underPath(raw, p.base); rawUnder {
+		if _, rawUnder := underPath(normRaw, p.base); rawUnder {
 			// Addressed below a base path, resolved above every one.
 			return Route{Upstream: p.upstream, Key: p.key, Equivalent: p.equivalent, ClimbsOut: true}
 		}
@@ -256,6 +261,15 @@ func HostPortOf(u *config.Upstream, h string) string {
 		return hostport.Join(h, hostport.DefaultPort(u.URL.Scheme))
 	}
 	return hostport.Join(host, port)
+}
+
+// relBelow is what remains of path below base, once underPath has said it
+// lies there (base "" or "/" keeps all of it).
+func relBelow(path, base string) string {
+	if base == "" || base == "/" {
+		return path
+	}
+	return path[len(base):]
 }
 
 // underPath reports whether path lies under base at a "/" boundary and

@@ -8,6 +8,9 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/nora-breaker/nora-breaker/internal/hostport"
+	"github.com/nora-breaker/nora-breaker/internal/urlnorm"
 )
 
 // Credential modes of the stale_authenticated setting.
@@ -107,7 +110,10 @@ type Policy struct {
 // userinfo), then the Accept header for requests whose answer depends on it
 // (docker manifests, npm packuments, PyPI simple pages), then the credential
 // rule of the mode: "off" refuses requests with credentials, "isolate"
-// appends a digest of them, "share" ignores them.
+// appends a digest of them, "share" ignores them. A request carrying
+// headers that shape the URLs an upstream writes into its answer
+// (urlShaping) is keyed by them too, so a copy made for one value is never
+// served to a request without it.
 func (p Policy) For(req *http.Request, format string) (ref Ref, ok bool) {
 	if req == nil || req.URL == nil {
 		return Ref{}, false
@@ -129,6 +135,10 @@ func (p Policy) For(req *http.Request, format string) (ref Ref, ok bool) {
 		}
 		b.WriteString("\naccept=")
 		b.WriteString(accept)
+	}
+	if shape := urlShaping(req.Header); shape != "" {
+		b.WriteString("\nshape=")
+		b.WriteString(shape)
 	}
 	ref = Ref{Mode: mode, Cred: cred, header: req.Header}
 	b.WriteString(credSuffix(mode, cred))
@@ -239,7 +249,7 @@ func writeNormalURL(b *strings.Builder, scheme, host string, u *url.URL) {
 	b.WriteString(scheme)
 	b.WriteString("://")
 	b.WriteString(normalHost(scheme, host))
-	path := u.EscapedPath()
+	path := urlnorm.Path(u.EscapedPath())
 	if path == "" {
 		path = "/"
 	}
@@ -255,17 +265,10 @@ func writeNormalURL(b *strings.Builder, scheme, host string, u *url.URL) {
 func normalHost(scheme, host string) string {
 	h, port, err := net.SplitHostPort(host)
 	if err != nil {
-		// No port (or a bare IPv6 literal in brackets): keep it whole.
-		return strings.ToLower(host)
+		// No port (or a bare IPv6 literal in brackets).
+		return hostport.Authority(scheme, host, "")
 	}
-	h = strings.ToLower(h)
-	if port == "" || (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
-		if strings.Contains(h, ":") {
-			return "[" + h + "]"
-		}
-		return h
-	}
-	return net.JoinHostPort(h, port)
+	return hostport.Authority(scheme, h, port)
 }
 
 // credentialDigest hashes the credential headers present in h ("" when
@@ -371,4 +374,36 @@ func isDockerManifest(path string) bool {
 	name := path[v2+len("/v2/") : m]
 	ref := path[m+len("/manifests/"):]
 	return name != "" && ref != "" && !strings.Contains(ref, "/")
+}
+
+// urlShaping digests the headers of h that servers behind load balancers
+// (Nexus, Artifactory, verdaccio) build the links of their answers from:
+// X-Forwarded-*, Forwarded, X-Original-URL, X-Rewrite-URL, X-Host ("" when
+// there are none). They are part of the key, not a reason to store nothing
+// (docs/behaviour.md §6): a client that always sends them is still served
+// from stale, while a copy an attacker obtained with
+// X-Forwarded-Host: evil.example can only ever answer a request that asks
+// the same.
+func urlShaping(h http.Header) string {
+	var names []string
+	for k := range h {
+		if strings.HasPrefix(k, "X-Forwarded-") || k == "Forwarded" || k == "X-Original-Url" ||
+			k == "X-Rewrite-Url" || k == "X-Host" {
+			names = append(names, k)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	slices.Sort(names)
+	sum := sha256.New()
+	for _, n := range names {
+		sum.Write([]byte(n))
+		sum.Write([]byte{0})
+		for _, v := range h[n] {
+			sum.Write([]byte(v))
+			sum.Write([]byte{0})
+		}
+	}
+	return hex.EncodeToString(sum.Sum(nil))
 }

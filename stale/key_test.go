@@ -47,7 +47,13 @@ func TestKey(t *testing.T) {
 		{name: "npm packument keeps Accept", url: "https://registry.npmjs.org/lodash", format: "npm",
 			header: map[string]string{"Accept": npmAccept}, want: "https://registry.npmjs.org/lodash\naccept=" + npmAccept},
 		{name: "npm scoped packument keeps escaping", url: "https://registry.npmjs.org/@types%2fnode", format: "npm",
-			header: map[string]string{"Accept": "a"}, want: "https://registry.npmjs.org/@types%2fnode\naccept=a"},
+			header: map[string]string{"Accept": "a"}, want: "https://registry.npmjs.org/@types%2Fnode\naccept=a"},
+		// One byte, one spelling (issue 22, point 4): pnpm's %2F and npm's
+		// %2f are one packument.
+		{name: "percent-encodings of one byte are one key", url: "https://registry.npmjs.org/@types%2Fnode", format: "npm",
+			header: map[string]string{"Accept": "a"}, want: "https://registry.npmjs.org/@types%2Fnode\naccept=a"},
+		{name: "a host with a trailing dot is the host", url: "https://Registry.NPMjs.org.:443/left-pad", format: "npm",
+			header: map[string]string{"Accept": "a"}, want: "https://registry.npmjs.org/left-pad\naccept=a"},
 		{name: "npm tarball ignores Accept", url: "https://registry.npmjs.org/lodash/-/lodash-4.17.21.tgz",
 			format: "npm", header: map[string]string{"Accept": npmAccept},
 			want: "https://registry.npmjs.org/lodash/-/lodash-4.17.21.tgz"},
@@ -212,5 +218,40 @@ func TestFindServesACopyOnlyWhereTheModeAllows(t *testing.T) {
 				t.Fatalf("served = %v, want %v", found, tt.want)
 			}
 		})
+	}
+}
+
+// TestKeyURLShapingHeaders: an answer to a request carrying headers an
+// upstream builds its links from is kept apart from one without them
+// (issue 20, point 9: a page fetched with X-Forwarded-Host: evil.example
+// was served from stale to a victim who sent none).
+func TestKeyURLShapingHeaders(t *testing.T) {
+	key := func(h map[string]string) string {
+		req := httptest.NewRequest(http.MethodGet, "https://nexus.corp/repository/pypi/simple/requests/", nil)
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		k, ok := keyFor(req, "pypi", modeIsolate)
+		if !ok {
+			t.Fatalf("%v: not keyable", h)
+		}
+		return k
+	}
+	plain := key(nil)
+	for _, h := range []string{"X-Forwarded-Host", "X-Forwarded-Proto", "X-Forwarded-Prefix", "Forwarded",
+		"X-Original-URL", "X-Rewrite-URL", "X-Host"} {
+		shaped := key(map[string]string{h: "evil.example"})
+		if shaped == plain {
+			t.Errorf("%s: the same key as a request without it", h)
+		}
+		if again := key(map[string]string{h: "evil.example"}); again != shaped {
+			t.Errorf("%s: the same value gives another key", h)
+		}
+		if other := key(map[string]string{h: "good.example"}); other == shaped {
+			t.Errorf("%s: another value gives the same key", h)
+		}
+	}
+	if key(map[string]string{"User-Agent": "pip/23.2"}) != plain {
+		t.Error("a header that shapes no URL changed the key")
 	}
 }
