@@ -116,7 +116,7 @@ func (p *Proxy) serveTunnel(req *http.Request, client net.Conn, snap *snapshot, 
 	}
 	rec.result, rec.status = answer.Tunnel, http.StatusOK
 	p.emit(rec, 0)
-	relay.Tunnel(client, upstream, p.bufs)
+	relay.Tunnel(client, upstream, p.bufs, &p.drainers)
 }
 
 // interceptAction answers an intercepted CONNECT: goproxy hands us the raw

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,6 +35,9 @@ type testProxy struct {
 	Clock    *testkit.Clock
 	Logs     *testkit.SyncBuffer
 	Registry *prometheus.Registry
+	// stop ends Serve (as SIGTERM does) and returns what it returned,
+	// once it has.
+	stop func() error
 }
 
 // newTestProxy starts a proxy for tomlText on 127.0.0.1 ephemeral ports and
@@ -62,9 +66,18 @@ func startProxyLogged(t testing.TB, cfg *config.Config, log zerolog.Logger) *tes
 // through wrap first (nil: as it is).
 func startProxyWrapped(t testing.TB, cfg *config.Config, log zerolog.Logger, wrap func(net.Listener) net.Listener) *testProxy {
 	t.Helper()
+	return startProxyWith(t, cfg, log, wrap, 0)
+}
+
+// startProxyWith is startProxyWrapped with a shutdown grace of its own
+// (0: the default). tp.stop ends Serve and waits for it, once; the test's
+// cleanup does the same.
+func startProxyWith(t testing.TB, cfg *config.Config, log zerolog.Logger, wrap func(net.Listener) net.Listener,
+	grace time.Duration) *testProxy {
+	t.Helper()
 	clock := testkit.NewClock()
 	reg := prometheus.NewRegistry()
-	p, err := New(cfg, Deps{Registry: reg, Logger: log, Now: clock.Now, Version: "test"})
+	p, err := New(cfg, Deps{Registry: reg, Logger: log, Now: clock.Now, Version: "test", ShutdownGrace: grace})
 	if err != nil {
 		t.Fatalf("proxy.New: %v", err)
 	}
@@ -82,14 +95,22 @@ func startProxyWrapped(t testing.TB, cfg *config.Config, log zerolog.Logger, wra
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Serve(ctx, proxyLn, adminLn) }()
+	var once sync.Once
+	var served error
+	stop := func() error {
+		once.Do(func() {
+			cancel()
+			served = <-done
+		})
+		return served
+	}
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("Serve: %v", err)
 		}
 	})
 	return &testProxy{Proxy: p, URL: &url.URL{Scheme: "http", Host: proxyLn.Addr().String()},
-		AdminURL: "http://" + adminLn.Addr().String(), Clock: clock, Registry: reg}
+		AdminURL: "http://" + adminLn.Addr().String(), Clock: clock, Registry: reg, stop: stop}
 }
 
 // doRequest sends one request through c and returns the response with its

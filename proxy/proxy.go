@@ -22,6 +22,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/attempt"
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/certs"
+	"github.com/nora-breaker/nora-breaker/clientconn"
 	"github.com/nora-breaker/nora-breaker/config"
 	"github.com/nora-breaker/nora-breaker/destination"
 	"github.com/nora-breaker/nora-breaker/fallback"
@@ -39,6 +40,9 @@ type Deps struct {
 	Logger   zerolog.Logger
 	Now      func() time.Time
 	Version  string
+	// ShutdownGrace is how long Serve drains after its context ends before
+	// it closes what is left (0: 25 s).
+	ShutdownGrace time.Duration
 }
 
 // Proxy is a running nora-breaker: goproxy plus everything it consults.
@@ -81,6 +85,9 @@ type Proxy struct {
 	admin   *admin.Server
 	// goneLog rate-limits the log lines of requests whose client went away.
 	goneLog *lineLimiter
+	// drainers are the client connections that left net/http (tunnels,
+	// intercepted connections, protocol switches), drained at shutdown.
+	drainers clientconn.Drainers
 	// answered is what the request hook hands back to goproxy once the
 	// answer has been written: an empty answer, which goproxy's writing
 	// (made a no-op by PlainWriter.Finish) leaves alone. goproxy only reads
@@ -198,7 +205,8 @@ func (p *Proxy) buildCA(cfg *config.Config) error {
 	}
 	p.interceptor = &tunnel.Interceptor{CA: ca,
 		Leaves: certs.NewStore(certs.StoreOptions{Now: p.now, OnGenerate: p.metrics.leaves.Inc}),
-		Idle:   p.fixed.idleTimeout, Handle: p.handleInner, Bufs: p.bufs, Logger: p.log, ErrorLog: p.errorLog()}
+		Idle:   p.fixed.idleTimeout, Handle: p.handleInner, Bufs: p.bufs, Logger: p.log, ErrorLog: p.errorLog(),
+		Drainers: &p.drainers}
 	return nil
 }
 

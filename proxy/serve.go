@@ -43,7 +43,7 @@ func (p *Proxy) onRequest(req *http.Request, _ *goproxy.ProxyCtx) (*http.Request
 	if !ok {
 		return req, resp // not from Handler: goproxy writes it (tests that drive goproxy alone)
 	}
-	relay.Answer(ex.w, req, resp, relay.Options{Bufs: p.bufs, Body: ex.body})
+	relay.Answer(ex.w, req, resp, relay.Options{Bufs: p.bufs, Body: ex.body, Drainers: &p.drainers})
 	ex.w.Finish()
 	return req, p.answered
 }

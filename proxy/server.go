@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -16,12 +17,17 @@ import (
 )
 
 // shutdownGrace is how long in-flight requests may take to finish after
-// SIGTERM before the process exits anyway.
+// SIGTERM before the process exits anyway (Deps.ShutdownGrace overrides it).
 const shutdownGrace = 25 * time.Second
 
 // Serve runs the proxy listener and the admin listener until ctx ends, then
-// stops accepting, lets in-flight requests finish (up to shutdownGrace),
-// commits complete stale writes and returns.
+// drains every connection kind alike (docs/behaviour.md §10): /ready says
+// 503 from the first moment, the proxy port stops accepting, plain
+// requests in flight finish, intercepted connections finish the request in
+// flight and close (HTTP/2: GOAWAY, the open streams finish), blind tunnels
+// and protocol switches go on relaying; at the end of the grace period
+// what is left is closed. Then complete stale writes are committed and
+// Serve returns.
 func (p *Proxy) Serve(ctx context.Context, proxyLn, adminLn net.Listener) error {
 	// From here on no request may reach these two ports on this machine.
 	p.own.Store(destination.NewOwn(destination.InterfaceAddrs(), proxyLn.Addr(), adminLn.Addr()))
@@ -56,13 +62,32 @@ func (p *Proxy) Serve(ctx context.Context, proxyLn, adminLn net.Listener) error 
 	case runErr = <-errc:
 	}
 	p.SetShuttingDown()
-	p.log.Info().Msg("shutting down: draining in-flight requests")
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-	defer cancel()
-	if err := proxySrv.Shutdown(sctx); err != nil {
-		p.log.Warn().Err(err).Msg("proxy listener did not drain in time")
+	grace := p.deps.ShutdownGrace
+	if grace <= 0 {
+		grace = shutdownGrace
 	}
-	_ = adminSrv.Shutdown(sctx)
+	p.log.Info().Dur("grace", grace).Int("hijacked", p.drainers.Len()).
+		Msg("shutting down: draining requests, tunnels and intercepted connections in flight")
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := proxySrv.Shutdown(sctx); err != nil {
+			p.log.Warn().Err(err).Msg("plain requests did not finish in time: closing them")
+			_ = proxySrv.Close()
+		}
+	})
+	wg.Go(func() {
+		if n := p.drainers.Drain(sctx); n > 0 {
+			p.log.Warn().Int("closed", n).Msg("tunnels and intercepted connections did not finish in time: closed")
+		}
+	})
+	wg.Wait()
+	p.log.Info().Msg("drained")
+	// The admin listener last: /ready has said 503 all along.
+	actx, acancel := context.WithTimeout(context.Background(), time.Second)
+	defer acancel()
+	_ = adminSrv.Shutdown(actx)
 	if err := p.Close(); err != nil {
 		p.log.Warn().Err(err).Msg("closing stale cache")
 	}

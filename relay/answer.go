@@ -22,6 +22,9 @@ type Options struct {
 	// Hijacked, when set, is called once a protocol switch has taken the
 	// connection over.
 	Hijacked func()
+	// Drainers registers a protocol switch's relay, so a shutdown drains
+	// it like every other connection (nil: not drained).
+	Drainers *clientconn.Drainers
 }
 
 // Answer writes resp to the client through w: the one writer of every
@@ -118,7 +121,7 @@ func switchProtocols(w http.ResponseWriter, resp *http.Response, o Options) {
 	if n := brw.Reader.Buffered(); n > 0 {
 		fromClient = io.MultiReader(io.LimitReader(brw.Reader, int64(n)), conn)
 	}
-	Switched(conn, fromClient, upstream)
+	Switched(conn, fromClient, upstream, o.Drainers)
 }
 
 // deadlineWriter moves an answer's write deadline idle ahead before its

@@ -1,29 +1,98 @@
 package relay
 
 import (
+	"context"
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nora-breaker/nora-breaker/clientconn"
 )
+
+// DrainIdle is how long a relayed connection (a blind tunnel, a switched
+// protocol) may carry no byte in either direction during a shutdown's
+// drain before it is closed: the proxy cannot see where a message inside
+// ends, but such a connection nearly always sits between two requests of a
+// kept-alive client, which will reconnect to a proxy that is not stopping.
+// One that carries bytes is relayed until the grace period ends.
+const DrainIdle = 5 * time.Second
+
+// relayed is one relay's pair of connections and when a byte last went
+// through, the Drainer a shutdown drains it by.
+type relayed struct {
+	conns []io.Closer
+	last  atomic.Int64 // unix nanos
+}
+
+func newRelayed(conns ...io.Closer) *relayed {
+	r := &relayed{conns: conns}
+	r.touch()
+	return r
+}
+
+func (r *relayed) touch() { r.last.Store(time.Now().UnixNano()) }
+
+// Drain waits for the relay to end (ctx ends with it) and closes it once
+// it has been idle for DrainIdle.
+func (r *relayed) Drain(ctx context.Context) {
+	tick := time.NewTicker(DrainIdle / 10)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			if now.Sub(time.Unix(0, r.last.Load())) >= DrainIdle {
+				_ = r.Close()
+				return
+			}
+		}
+	}
+}
+
+// Close closes both connections.
+func (r *relayed) Close() error {
+	for _, c := range r.conns {
+		_ = c.Close()
+	}
+	return nil
+}
+
+// activity notes every write of the relay.
+type activity struct {
+	w io.Writer
+	r *relayed
+}
+
+func (a activity) Write(p []byte) (int, error) {
+	a.r.touch()
+	return a.w.Write(p)
+}
 
 // Tunnel copies bytes both ways between client and upstream until each
 // side has ended its stream. A side that ends is passed on as a half-close,
 // so the other direction keeps flowing; the client connection's idle rule
-// bounds a side that never ends.
-func Tunnel(client, upstream net.Conn, bufs *Buffers) {
+// bounds a side that never ends. The tunnel is registered with ds, so a
+// shutdown drains it (nil: not drained).
+func Tunnel(client, upstream net.Conn, bufs *Buffers, ds *clientconn.Drainers) {
+	r := newRelayed(client, upstream)
+	ended := ds.Add(r)
+	defer ended()
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		copyHalf(upstream, client, bufs)
+		copyHalf(upstream, client, bufs, r)
 	})
-	copyHalf(client, upstream, bufs)
+	copyHalf(client, upstream, bufs, r)
 	wg.Wait()
 }
 
 // copyHalf copies src to dst through a pooled buffer, then half-closes dst
 // (or closes it when it cannot half-close) so its peer sees the end.
-func copyHalf(dst, src net.Conn, bufs *Buffers) {
+func copyHalf(dst, src net.Conn, bufs *Buffers, r *relayed) {
 	bp := bufs.get()
-	_, _ = io.CopyBuffer(dst, onlyReader{src}, *bp)
+	_, _ = io.CopyBuffer(activity{dst, r}, onlyReader{src}, *bp)
 	bufs.put(bp)
 	if hc, ok := dst.(interface{ CloseWrite() error }); !ok || hc.CloseWrite() != nil {
 		_ = dst.Close()
@@ -38,15 +107,18 @@ type onlyReader struct{ io.Reader }
 // Switched relays a switched protocol (a websocket after a 101) between the
 // hijacked client connection, read through fromClient (which may hold bytes
 // already read from it), and the upstream connection, until either side
-// ends.
-func Switched(client net.Conn, fromClient io.Reader, upstream io.ReadWriteCloser) {
+// ends. It is registered with ds like a tunnel.
+func Switched(client net.Conn, fromClient io.Reader, upstream io.ReadWriteCloser, ds *clientconn.Drainers) {
+	r := newRelayed(client, upstream)
+	ended := ds.Add(r)
+	defer ended()
 	done := make(chan struct{})
 	go func() {
-		_, _ = io.Copy(upstream, fromClient)
+		_, _ = io.Copy(activity{upstream, r}, fromClient)
 		_ = upstream.Close()
 		close(done)
 	}()
-	_, _ = io.Copy(client, upstream)
+	_, _ = io.Copy(activity{client, r}, upstream)
 	_ = client.Close()
 	<-done
 }

@@ -82,7 +82,7 @@ func TestTunnelPassesHalfCloses(t *testing.T) {
 	client, proxyClientSide := pair()
 	proxyUpstreamSide, upstream := pair()
 	done := make(chan struct{})
-	go func() { Tunnel(proxyClientSide, proxyUpstreamSide, NewBuffers()); close(done) }()
+	go func() { Tunnel(proxyClientSide, proxyUpstreamSide, NewBuffers(), nil); close(done) }()
 	_, _ = client.Write([]byte("request"))
 	_ = client.(*net.TCPConn).CloseWrite()
 	got, err := io.ReadAll(upstream)

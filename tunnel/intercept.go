@@ -1,6 +1,7 @@
 package tunnel
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -56,7 +57,17 @@ type Interceptor struct {
 	Logger zerolog.Logger
 	// ErrorLog takes net/http's own complaints about the inner connections.
 	ErrorLog *log.Logger
+	// Drainers is where every intercepted connection is registered, so a
+	// shutdown drains it: the request in flight finishes (HTTP/2: GOAWAY,
+	// the open streams finish), then the connection closes.
+	Drainers *clientconn.Drainers
 }
+
+// serverDrainer drains an intercepted connection through its own server.
+type serverDrainer struct{ srv *http.Server }
+
+func (d serverDrainer) Drain(ctx context.Context) { _ = d.srv.Shutdown(ctx) }
+func (d serverDrainer) Close() error              { return d.srv.Close() }
 
 // Conn is one accepted intercepted CONNECT.
 type Conn struct {
@@ -92,6 +103,7 @@ func (ic *Interceptor) Serve(c Conn) {
 		return
 	}
 	ln := newOneConnListener(inner)
+	var ended func()
 	srv := &http.Server{
 		Handler: &innerHandler{ic: ic, target: c.Target, scheme: scheme, remote: c.Req.RemoteAddr, ln: ln},
 		// The same limits as the plain port's.
@@ -101,11 +113,18 @@ func (ic *Interceptor) Serve(c Conn) {
 		ErrorLog:          ic.ErrorLog,
 		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: c.Streams},
 		ConnState: func(_ net.Conn, s http.ConnState) {
-			if s == http.StateClosed {
+			switch s {
+			case http.StateClosed:
 				ln.Close()
+				ended()
+			case http.StateHijacked:
+				// A protocol switch: the relay that takes it over is
+				// drained on its own (relay.Options.Drainers).
+				ended()
 			}
 		},
 	}
+	ended = ic.Drainers.Add(serverDrainer{srv})
 	_ = srv.Serve(ln)
 }
 
@@ -184,7 +203,8 @@ func (h *innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	resp := h.ic.Handle(r, h.target)
 	// A hijacked connection never reports StateClosed: the listener is
 	// closed when a protocol switch takes the connection.
-	relay.Answer(w, r, resp, relay.Options{Bufs: h.ic.Bufs, Idle: h.ic.Idle, Body: body, Hijacked: func() { h.ln.Close() }})
+	relay.Answer(w, r, resp, relay.Options{Bufs: h.ic.Bufs, Idle: h.ic.Idle, Body: body, Drainers: h.ic.Drainers,
+		Hijacked: func() { h.ln.Close() }})
 }
 
 // oneConnListener is a listener with a single connection: Accept hands it

@@ -1,0 +1,91 @@
+package clientconn
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// fakeDrainer ends when told (or, if graceful, as soon as it is drained)
+// and counts its closes.
+type fakeDrainer struct {
+	graceful bool
+	end      func()
+	closed   atomic.Int32
+}
+
+func (f *fakeDrainer) Drain(ctx context.Context) {
+	if f.graceful {
+		f.end()
+		return
+	}
+	<-ctx.Done()
+}
+
+func (f *fakeDrainer) Close() error { f.closed.Add(1); return nil }
+
+// TestDrainersDrainEveryKind: a connection that ends gracefully when
+// drained, one that ends on its own during the grace period, one added
+// during the drain, and one that outlasts the grace, which alone is closed.
+func TestDrainersDrainEveryKind(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ds Drainers
+		graceful := &fakeDrainer{graceful: true}
+		graceful.end = ds.Add(graceful)
+		selfEnding := &fakeDrainer{}
+		endSelf := ds.Add(selfEnding)
+		stuck := &fakeDrainer{}
+		ds.Add(stuck)
+		go func() {
+			time.Sleep(time.Second)
+			endSelf()
+		}()
+		late := &fakeDrainer{}
+		go func() {
+			time.Sleep(500 * time.Millisecond)
+			endLate := ds.Add(late)
+			time.Sleep(time.Second)
+			endLate()
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		start := time.Now()
+		if n := ds.Drain(ctx); n != 1 {
+			t.Fatalf("closed %d connections, want 1 (the one that outlasted the grace)", n)
+		}
+		if took := time.Since(start); took != 5*time.Second {
+			t.Fatalf("the drain took %v, want the 5 s grace", took)
+		}
+		if graceful.closed.Load() != 0 || selfEnding.closed.Load() != 0 || late.closed.Load() != 0 {
+			t.Fatal("a connection that ended in time was closed")
+		}
+		if stuck.closed.Load() != 1 {
+			t.Fatal("the connection that outlasted the grace was not closed")
+		}
+		if ds.Len() != 1 { // stuck never said it ended; closing it is all the drain can do
+			t.Fatalf("%d live after the drain", ds.Len())
+		}
+	})
+}
+
+// TestDrainersReturnAsSoonAsAllEnded: nothing waits for the grace period
+// once every connection has ended.
+func TestDrainersReturnAsSoonAsAllEnded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ds Drainers
+		d := &fakeDrainer{}
+		end := ds.Add(d)
+		go func() {
+			time.Sleep(2 * time.Second)
+			end()
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		start := time.Now()
+		if n := ds.Drain(ctx); n != 0 || time.Since(start) != 2*time.Second {
+			t.Fatalf("closed %d after %v, want none after 2 s", n, time.Since(start))
+		}
+	})
+}
