@@ -269,11 +269,14 @@ func writeAddrFile(path string, proxyLn, adminLn net.Listener) error {
 
 // watchReloads re-reads the configuration on SIGHUP and whenever the config
 // file changes (including a Kubernetes ConfigMap symlink swap). An invalid new
-// configuration is refused and the old one stays in force.
+// configuration is refused and the old one stays in force, as is one
+// config.Reload refuses (an empty file, one naming none of the upstreams in
+// force).
 func watchReloads(ctx context.Context, p *proxy.Proxy, flags config.Flags, logger zerolog.Logger) {
 	path := flags.ConfigPath
 	reload := func(why string) {
-		cfg, err := config.Load(config.Options{Flags: flags, LookupEnv: os.LookupEnv})
+		cfg, err := config.Reload(config.ReloadOptions{Options: config.Options{Flags: flags, LookupEnv: os.LookupEnv}},
+			p.Config())
 		if err != nil {
 			p.ReloadFailed()
 			logger.Error().Err(err).Str("trigger", why).Msg("reload refused: invalid configuration, keeping the old one")

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -277,6 +278,34 @@ func TestProcessReloadAndShutdown(t *testing.T) {
 	})
 	if got := threshold(); got != 7 {
 		t.Fatalf("after an invalid reload the threshold is %d, want the old 7", got)
+	}
+
+	// A truncating writer, caught in the moment the file is empty (issue 21,
+	// point 2: the proxy ran on defaults, breakers disabled, the upstreams
+	// gone): refused and counted like an invalid file.
+	refused := func() int {
+		resp, err := http.Get("http://" + admin + "/metrics")
+		if err != nil {
+			return -1
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var n int
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, `nora_sidecar_config_reloads_total{result="error"} `); ok {
+				n, _ = strconv.Atoi(v)
+			}
+		}
+		return n
+	}
+	before := refused()
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Process.Signal(syscall.SIGHUP)
+	waitFor(t, "the empty file's reload refused and counted", func() bool { return refused() > before })
+	if got := threshold(); got != 7 {
+		t.Fatalf("after an empty file's reload the threshold is %d, want the old 7 (the upstream and breaker kept)", got)
 	}
 
 	_ = cmd.Process.Signal(syscall.SIGTERM)
