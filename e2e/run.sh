@@ -15,6 +15,7 @@ TOOLS=$ROOT/.tools
 mkdir -p "$WORK" "$TOOLS"
 
 . scripts/lib.sh
+. e2e/install-clients.sh
 
 install_apt() {
   local missing=()
@@ -82,6 +83,7 @@ if [ -z "${E2E_SKIP_INSTALL:-}" ]; then
   gopid=$!
   install_apt
   install_verdaccio
+  install_clients
   wait "$gopid"
 fi
 installed=$(date +%s)
