@@ -24,7 +24,8 @@ import (
 // one line of text otherwise). It stands in for an answer nora-breaker does
 // not give today, so clients' reactions to it can be measured. A CONNECT is
 // accepted and its tunnel terminated with a certificate of the fake's own
-// CA, as the interception does.
+// CA (or read as plain HTTP when the client tunnels that), as the
+// interception does.
 type fakeAnswerer struct {
 	status int
 	access proxyAccess
@@ -93,7 +94,13 @@ func (f *fakeAnswerer) serve(c net.Conn, host string) {
 		}
 		if req.Method == http.MethodConnect {
 			fmt.Fprint(c, "HTTP/1.1 200 Connection established\r\n\r\n")
-			f.serve(tls.Server(&bufferedConn{Conn: c, r: br}, f.tls), req.Host)
+			// Some clients (yarn 4) tunnel plain HTTP too; a TLS record
+			// starts with 0x16.
+			inner := net.Conn(&bufferedConn{Conn: c, r: br})
+			if first, err := br.Peek(1); err == nil && first[0] == 0x16 {
+				inner = tls.Server(inner, f.tls)
+			}
+			f.serve(inner, req.Host)
 			return
 		}
 		h := req.URL.Host
