@@ -42,7 +42,7 @@ import (
 // minute or more whatever the answer says (npm's and pnpm's own back-off,
 // mvn's from a 429); "full" runs both statuses with no Retry-After (from a
 // fake proxy: nora-breaker always sends one) and with 1, 5, 30 and 120 s,
-// about 20 minutes with -parallel 10 (give go test -timeout 60m); a list
+// about 35 minutes with -parallel 10 (give go test -timeout 60m); a list
 // such as "503:30,429:0" runs those. E2E_REACTIONS_CLIENTS, a
 // comma-separated list of row names, runs only those clients.
 func TestClientReactions(t *testing.T) {
