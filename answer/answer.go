@@ -22,27 +22,64 @@ import (
 	"github.com/nora-breaker/nora-breaker/destination"
 )
 
-// Unavailable builds the proxy's own 503: Retry-After in whole seconds (at
-// least 1), the breaker key and state of the addressed upstream, and a body
-// in format's dialect.
-func Unavailable(req *http.Request, format, key, state string, retryAfter time.Duration) *http.Response {
-	msg := fmt.Sprintf("upstream %s is unavailable (circuit breaker %s); retry later", key, state)
+// Unavailable builds the proxy's own 503: Retry-After (see RetryAfter:
+// wait, or 1 s when wait is longer than max), the breaker key and state of
+// the addressed upstream, and a body in format's dialect that gives the
+// true wait.
+func Unavailable(req *http.Request, format, key, state string, wait, max time.Duration) *http.Response {
+	msg := fmt.Sprintf("upstream %s is unavailable (circuit breaker %s); it is tried again in %d s",
+		key, state, ceilSeconds(wait))
 	resp := dialect(req, format, http.StatusServiceUnavailable, "UNAVAILABLE", msg)
-	resp.Header.Set("Retry-After", strconv.Itoa(retryAfterSeconds(retryAfter)))
+	resp.Header.Set("Retry-After", strconv.Itoa(RetryAfter(wait, max)))
 	resp.Header.Set("X-Nora-Breaker-Key", key)
 	resp.Header.Set("X-Nora-Breaker-State", state)
 	return resp
 }
 
-// TooManyRequests builds the proxy's 429 for a request whose upstream asked
-// to be left alone and that nothing else could serve: Retry-After is the
-// time left, the body in format's dialect.
-func TooManyRequests(req *http.Request, format, key string, retryAfter time.Duration) *http.Response {
-	msg := fmt.Sprintf("upstream %s is rate limiting requests; retry later", key)
-	resp := dialect(req, format, http.StatusTooManyRequests, "TOOMANYREQUESTS", msg)
-	resp.Header.Set("Retry-After", strconv.Itoa(retryAfterSeconds(retryAfter)))
+// TooManyRequests builds the proxy's answer for a request whose upstream
+// asked to be left alone and that nothing else could serve: Retry-After
+// (RetryAfter of the time left and max), X-Nora-Breaker-Key, the body in
+// format's dialect giving the true wait, and the status that gets the
+// client to an answer soonest (throttledStatus).
+func TooManyRequests(req *http.Request, format, key string, wait, max time.Duration) *http.Response {
+	status := throttledStatus(req, format)
+	msg := fmt.Sprintf("upstream %s is rate limiting requests; it is asked again in %d s", key, ceilSeconds(wait))
+	resp := dialect(req, format, status, "TOOMANYREQUESTS", msg)
+	resp.Header.Set("Retry-After", strconv.Itoa(RetryAfter(wait, max)))
 	resp.Header.Set("X-Nora-Breaker-Key", key)
+	if status != http.StatusTooManyRequests {
+		resp.Header.Set("X-Nora-Breaker-State", "throttled")
+	}
 	return resp
+}
+
+// throttledStatus is 429 for a throttled host's clients, except where a 503
+// gets them to an answer sooner (measured, README "What each client does"):
+// Maven's wagon backs a 429 off for minutes whatever it says (5 s doubling
+// to 160 s) and fails a 503 at once; skopeo, podman and CRI-O sleep a 429's
+// Retry-After four times per URL and fail a 503 at once; NORA itself takes
+// a 429 for "not found" and would tell its own clients 404. yarn 1, the
+// other way round, retries a 503 for 12 s and fails a 429 at once, so npm
+// keeps the 429, as does every format whose clients treat the two alike.
+func throttledStatus(req *http.Request, format string) int {
+	if format == "maven" || format == "docker" || (req != nil && strings.HasPrefix(req.Header.Get("User-Agent"), "nora/")) {
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusTooManyRequests
+}
+
+// RetryAfter is the Retry-After the proxy's own answers carry for a wait
+// of wait (docs/behaviour.md §5.7): the wait in whole seconds, at least 1,
+// while it is at most max (0: no limit); 1 when it is longer. The clients
+// that read Retry-After sleep it several times over before they give up
+// (pip five times, uncapped), so a long one only makes a dead registry take
+// minutes to fail; a retry 1 s later gets the same answer at once, and the
+// true wait is in the body, /breakers and the status page.
+func RetryAfter(wait, max time.Duration) int {
+	if max > 0 && wait > max {
+		return 1
+	}
+	return ceilSeconds(wait)
 }
 
 // NotFound builds the 404 given when the addressed upstream could not be
@@ -84,9 +121,9 @@ func Refused(req *http.Request, status int, why string) *http.Response {
 	return Text(req, status, "nora-breaker: "+why+"\n")
 }
 
-// retryAfterSeconds rounds d up to whole seconds, at least 1: Retry-After
-// is an integer, and 0 would invite an immediate retry storm.
-func retryAfterSeconds(d time.Duration) int {
+// ceilSeconds rounds d up to whole seconds, at least 1: Retry-After is an
+// integer, and 0 would invite an immediate retry storm.
+func ceilSeconds(d time.Duration) int {
 	s := int(math.Ceil(d.Seconds()))
 	if s < 1 {
 		return 1

@@ -27,9 +27,44 @@ func TestSynthRetryAfterSeconds(t *testing.T) {
 		{time.Second + time.Nanosecond, 2}, {19500 * time.Millisecond, 20}, {30 * time.Second, 30},
 	}
 	for _, tc := range tests {
-		if got := retryAfterSeconds(tc.d); got != tc.want {
-			t.Errorf("retryAfterSeconds(%v) = %d, want %d", tc.d, got, tc.want)
+		if got := RetryAfter(tc.d, 0); got != tc.want {
+			t.Errorf("RetryAfter(%v, no limit) = %d, want %d", tc.d, got, tc.want)
 		}
+	}
+}
+
+// TestRetryAfterMax: a wait longer than the format's limit is said as 1 s
+// (issue 22, point 2: pip slept a 120 s Retry-After five times per page), a
+// shorter one as it is; the body keeps the true wait.
+func TestRetryAfterMax(t *testing.T) {
+	for _, tc := range []struct {
+		wait, max time.Duration
+		want      int
+	}{
+		{120 * time.Second, time.Second, 1},
+		{120 * time.Second, 5 * time.Second, 1},
+		{4 * time.Second, 5 * time.Second, 4},
+		{5 * time.Second, 5 * time.Second, 5},
+		{1500 * time.Millisecond, time.Second, 1},
+		{120 * time.Second, 0, 120},
+	} {
+		if got := RetryAfter(tc.wait, tc.max); got != tc.want {
+			t.Errorf("RetryAfter(%v, %v) = %d, want %d", tc.wait, tc.max, got, tc.want)
+		}
+	}
+	req := httptest.NewRequest(http.MethodGet, "https://pypi.org/simple/requests/", nil)
+	resp := Unavailable(req, "pypi", "pypi:https://pypi.org/simple", "open", 120*time.Second, time.Second)
+	if body := readBody(t, resp); resp.Header.Get("Retry-After") != "1" || !strings.Contains(body, "120 s") {
+		t.Errorf("503: Retry-After %q, body %q; want 1 and the true 120 s in the body", resp.Header.Get("Retry-After"), body)
+	}
+	throttled := TooManyRequests(req, "maven", "maven:https://repo1", 90*time.Second, 0)
+	if throttled.StatusCode != http.StatusServiceUnavailable || throttled.Header.Get("Retry-After") != "90" {
+		t.Errorf("maven's throttled answer: %d Retry-After %q, want 503 (mvn backs a 429 off for minutes) and 90",
+			throttled.StatusCode, throttled.Header.Get("Retry-After"))
+	}
+	if tm := TooManyRequests(req, "pypi", "pypi:https://pypi.org/simple", 90*time.Second, time.Second); tm.StatusCode != 429 ||
+		tm.Header.Get("Retry-After") != "1" {
+		t.Errorf("pypi's throttled answer: %d Retry-After %q, want 429 and 1", tm.StatusCode, tm.Header.Get("Retry-After"))
 	}
 }
 
@@ -77,7 +112,7 @@ func TestSynthUnavailableDialects(t *testing.T) {
 		t.Run(tc.format, func(t *testing.T) {
 			req := httptest.NewRequest(http.MethodGet, "http://hub/x", nil)
 			key := tc.format + ":https://hub"
-			resp := Unavailable(req, tc.format, key, "open", 19500*time.Millisecond)
+			resp := Unavailable(req, tc.format, key, "open", 19500*time.Millisecond, 0)
 			if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "20" ||
 				resp.Header.Get("X-Nora-Breaker-Key") != key || resp.Header.Get("X-Nora-Breaker-State") != "open" {
 				t.Fatalf("status %d headers %v", resp.StatusCode, resp.Header)
@@ -92,7 +127,7 @@ func TestSynthUnavailableDialects(t *testing.T) {
 
 func TestSynthHeadHasNoBody(t *testing.T) {
 	req := httptest.NewRequest(http.MethodHead, "http://hub/x", nil)
-	resp := Unavailable(req, "maven", "maven:https://hub", "half_open", 0)
+	resp := Unavailable(req, "maven", "maven:https://hub", "half_open", 0, 0)
 	if resp.Body != http.NoBody || resp.Header.Get("Retry-After") != "1" {
 		t.Fatalf("body %v retry %q", resp.Body, resp.Header.Get("Retry-After"))
 	}

@@ -56,7 +56,7 @@ func sidecarFields(s *Sidecar) []sidecarField {
 // SidecarKeys lists every key of the [sidecar] table, tables included.
 func SidecarKeys() []string {
 	var s Sidecar
-	keys := []string{"aliases", "equivalents", "resolve"}
+	keys := []string{"aliases", "equivalents", "resolve", "retry_after_max"}
 	for _, f := range sidecarFields(&s) {
 		keys = append(keys, f.key)
 	}
@@ -76,6 +76,7 @@ func defaultSidecar() Sidecar {
 		Aliases:                 map[string][]string{},
 		Equivalents:             map[string][]string{},
 		Resolve:                 map[string]string{},
+		RetryAfterMax:           defaultRetryAfterMax(),
 		LogLevel:                "info",
 		LogFormat:               "json",
 		MaxConnections:          4096,
@@ -116,6 +117,7 @@ func readSidecar(root tbl, e env, flags Flags) (Sidecar, map[string]origin) {
 	r.hostLists("aliases", s.Aliases)
 	r.hostLists("equivalents", s.Equivalents)
 	r.resolve(s.Resolve)
+	r.durations("retry_after_max", s.RetryAfterMax)
 	if flags.Listen != "" {
 		s.Listen = flags.Listen
 		r.from["listen"] = origin{source: "flag", key: "--listen", value: flags.Listen}
@@ -128,3 +130,26 @@ func readSidecar(root tbl, e env, flags Flags) (Sidecar, map[string]origin) {
 }
 
 func envName(key string) string { return "NORA_SIDECAR_" + strings.ToUpper(key) }
+
+// defaultRetryAfterMax is the longest Retry-After each format's clients are
+// told by default, chosen from what the clients were measured to do with
+// the proxy's 503 and 429 (README, "What each client does"): pip, yarn 4
+// and cargo sleep Retry-After, each several times over, so a long one only
+// makes a dead registry take minutes to fail, and 1 s gets them to an
+// answer soonest (pypi, npm, cargo, and the formats not measured); skopeo,
+// podman and CRI-O sleep it on a 429 four times per URL, which 5 s keeps
+// under a minute (docker); no client of maven, go or deb reads it, so the
+// true wait stays (0: no limit).
+func defaultRetryAfterMax() map[string]time.Duration {
+	m := map[string]time.Duration{"docker": 5 * time.Second}
+	for _, f := range formatSpecs() {
+		switch f.name {
+		case "docker":
+		case "maven", "go", "deb":
+			m[f.name] = 0
+		default:
+			m[f.name] = time.Second
+		}
+	}
+	return m
+}

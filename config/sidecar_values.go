@@ -190,6 +190,48 @@ func (r sidecarReader) hostLists(table string, dst map[string][]string) {
 	}
 }
 
+// durations reads a table of durations by format, such as
+// [sidecar.retry_after_max] pypi = "1s", and its variable
+// NORA_SIDECAR_<TABLE>="format=1s,…", which sets the formats it names.
+// Entries override what dst holds (the defaults); "0s" means no limit.
+func (r sidecarReader) durations(table string, dst map[string]time.Duration) {
+	set := func(k, v string, at origin) {
+		var d time.Duration
+		if v = strings.TrimSpace(v); v != "0" {
+			var err error
+			if d, err = time.ParseDuration(v); err != nil || d < 0 {
+				r.e.probs.add(at.errorf("must be a duration such as \"1s\", or 0 for no limit (got %q)", v))
+				return
+			}
+		}
+		dst[k] = d
+		r.from[table+"."+k] = at
+	}
+	t := r.t.table(table)
+	for _, k := range t.keys() {
+		if v, ok := t.str(k); ok {
+			set(k, v, t.at(t.keyPath(k)))
+		} else if n, ok := t.m[k].(int64); ok && n == 0 {
+			set(k, "0", t.at(t.keyPath(k)))
+		} else {
+			t.errorf(t.keyPath(k), "must be a duration string such as \"1s\", or 0 for no limit")
+		}
+	}
+	name := envName(table)
+	v, ok := r.e.get(name)
+	if !ok {
+		return
+	}
+	for _, item := range splitList(v) {
+		k, d, found := strings.Cut(item, "=")
+		if k = strings.TrimSpace(k); !found || k == "" {
+			r.e.probs.envf(name, item, "want format=duration")
+			continue
+		}
+		set(k, d, origin{source: "env", key: name, value: item})
+	}
+}
+
 // resolve reads [sidecar.resolve] "host:port" = "ip:port" and
 // NORA_SIDECAR_RESOLVE="host:port=ip:port,…".
 func (r sidecarReader) resolve(dst map[string]string) {

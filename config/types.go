@@ -145,6 +145,11 @@ type Sidecar struct {
 	Equivalents map[string][]string
 	// Resolve maps "host:port" to "ip:port" at dial time.
 	Resolve map[string]string
+	// RetryAfterMax maps a format to the longest Retry-After the proxy's own
+	// 503 and 429 tell its clients (0: no limit); a longer wait is sent as 1
+	// s (docs/behaviour.md §5.7). Defaults per format (defaultRetryAfterMax)
+	// are overridden by [sidecar.retry_after_max].
+	RetryAfterMax map[string]time.Duration
 
 	LogLevel  string // default "info"
 	LogFormat string // "json" (default) | "console"

@@ -74,6 +74,9 @@ type Settings struct {
 	// ThrottleDefault is how long a 429 without a usable Retry-After
 	// throttles its host.
 	ThrottleDefault time.Duration
+	// RetryAfterMax is, per format, the longest Retry-After the proxy's own
+	// 503 and 429 say (answer.RetryAfter; a format not listed: no limit).
+	RetryAfterMax map[string]time.Duration
 }
 
 // Request is one classified client request.

@@ -231,12 +231,14 @@ func TestLoop(t *testing.T) {
 		{name: "terminal 503", setup: forceOpen("A", "B", "C"),
 			wantStatus: 503, wantKind: answer.Synthesized503,
 			wantSteps: []string{"A skipped breaker", "B skipped breaker", "C skipped breaker"}},
+		// The throttled answer is maven's (these upstreams' format): a 503
+		// with the time left (answer.TooManyRequests).
 		{name: "terminal 429", b: h(testkit.Status(500, "")), c: h(testkit.Status(500, "")), setup: throttled("A"),
-			wantStatus: 429, wantKind: answer.Throttled,
+			wantStatus: 503, wantKind: answer.Throttled,
 			wantSteps: []string{"A skipped throttled", "B failure 500", "C failure 500"}},
 		{name: "addressed answers 429", a: h(retryAfter), b: h(testkit.Status(500, "")),
 			c:          h(testkit.Status(500, "")),
-			wantStatus: 429, wantKind: answer.Throttled,
+			wantStatus: 503, wantKind: answer.Throttled,
 			wantSteps: []string{"A alive 429", "B failure 500", "C failure 500"}},
 		{name: "addressed 5xx replayed", a: h(testkit.Status(502, "A is broken")), b: h(testkit.Status(500, "")),
 			c:          h(testkit.Status(503, "")),

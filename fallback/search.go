@@ -217,7 +217,8 @@ func (s *search) exhausted() Result {
 	}
 	switch {
 	case s.throttled:
-		return s.result(answer.TooManyRequests(req, dialect, key, s.c.o.Throttles.Left(key)), answer.Throttled, "")
+		return s.result(answer.TooManyRequests(req, dialect, key, s.c.o.Throttles.Left(key),
+			s.r.Settings.RetryAfterMax[dialect]), answer.Throttled, "")
 	case s.saw404 && s.fm.NotFoundIsFinal():
 		return s.result(answer.NotFound(req, dialect, key), answer.Synthesized404, "")
 	case s.replay != nil:
@@ -243,7 +244,8 @@ func (s *search) unavailable() *http.Response {
 			wait = d
 		}
 	}
-	return answer.Unavailable(s.r.Client, s.r.Addressed.Format, s.r.HostKey, state.String(), wait)
+	return answer.Unavailable(s.r.Client, s.r.Addressed.Format, s.r.HostKey, state.String(), wait,
+		s.r.Settings.RetryAfterMax[s.r.Addressed.Format])
 }
 
 // credentialHeaders are the headers a candidate must never see: the

@@ -87,7 +87,7 @@ func (p *Proxy) serveTunnel(req *http.Request, client net.Conn, snap *snapshot, 
 		if err != nil {
 			state, wait, _ := p.breakers.RetryAfter(rt.Key)
 			p.answerConnect(client, rec, answer.Synthesized503,
-				answer.Unavailable(req, "", rt.Key, state.String(), wait))
+				answer.Unavailable(req, "", rt.Key, state.String(), wait, snap.cfg.Sidecar.RetryAfterMax[rt.Upstream.Format]))
 			return
 		}
 		ticket = t

@@ -96,7 +96,7 @@ func (p *Proxy) buildSnapshot(cfg *config.Config, prev *snapshot) (*snapshot, er
 	sc := cfg.Sidecar
 	s.fallback = fallback.Settings{Transport: s.transport, StaleMode: sc.StaleAuthenticated,
 		CredentialHeaders: sc.CredentialHeaders,
-		Routes:            s.routes,
-		ThrottleDefault:   sc.ThrottleDefault}
+		Routes:            s.routes, RetryAfterMax: sc.RetryAfterMax,
+		ThrottleDefault: sc.ThrottleDefault}
 	return s, nil
 }
