@@ -59,6 +59,9 @@ type pageHost struct {
 	// scheduled (open, automatic); -1 otherwise, and Probe says why.
 	ProbeIn int
 	Probe   string
+	// Open is the open time for people ("2m 0s"), Grown says how it grew
+	// ("after 2 failed probes"; "" when it did not).
+	Open, Grown string
 }
 
 // pageTransition is one timeline row.
@@ -134,7 +137,15 @@ func groupFormats(views []breakerView, worst map[string]string, counts pageCount
 
 // hostRow says when the breaker will next probe its upstream.
 func hostRow(bv breakerView) pageHost {
-	h := pageHost{breakerView: bv, ProbeIn: -1}
+	h := pageHost{breakerView: bv, ProbeIn: -1,
+		Open: formatAge(time.Duration(math.Round(bv.OpenTime)) * time.Second)}
+	switch bv.FailedProbes {
+	case 0:
+	case 1:
+		h.Grown = "after 1 failed probe"
+	default:
+		h.Grown = "after " + strconv.Itoa(bv.FailedProbes) + " failed probes"
+	}
 	switch {
 	case bv.Forced == "open":
 		h.Probe = "none while forced open"
