@@ -298,16 +298,16 @@ func (b *breaker) doneAdmitted(o Outcome) pending {
 		}
 	case Failure:
 		now := b.set.now()
-		wasClosed := b.state == Closed
 		b.count++
 		b.lastFailure = now
 		switch {
-		case b.state == Open && b.forced == ModeAuto:
-			b.pushOut(now)
-		case !wasClosed:
+		case b.state == Open:
+			if b.forced == ModeAuto {
+				b.pushOut(now)
+			}
+		case b.state == HalfOpen:
 			// A failure while HalfOpen only counts: the outstanding
 			// probe is fresher evidence and decides the state.
-			return pending{}
 		case b.forced == ModeAuto && b.count >= b.cfg.FailureThreshold:
 			// The fleet hears of the open itself, which says more than
 			// one more failure would.

@@ -291,3 +291,45 @@ func (s *Set) admitOrFail(t testing.TB) Ticket {
 	}
 	return tk
 }
+
+// The key's own generator is used only under its lock: many goroutines
+// opening, probing, asking for Retry-After and applying the fleet's opens
+// on a jittered key at once (run with -race). Afterwards the open period
+// and the Retry-After stay within reset_timeout_max and the jitter. (While
+// the clock races ahead, a Retry-After may be worked out from a reading
+// taken just before another goroutine pushed the probe out, so the bound
+// is checked once the clock stands still.)
+func TestJitterUnderConcurrency(t *testing.T) {
+	clock := testkit.NewClock()
+	s := newSet(t, clock, nil, withJitter(growing(testKey, 2, 10*time.Second, 80*time.Second), 0.5))
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 300 {
+				switch (g + i) % 4 {
+				case 0:
+					if tk, err := s.Allow(testKey); err == nil {
+						tk.Done(Failure)
+					}
+				case 1:
+					_, _, _ = s.RetryAfter(testKey)
+				case 2:
+					_, _ = s.ApplyRemoteOpen(testKey, 15*time.Second, 1)
+				default:
+					clock.Advance(time.Second)
+					_ = s.Snapshot()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if sn := snapOf(t, s); sn.OpenTime > 120*time.Second || sn.RetryAfter > 120*time.Second {
+		t.Fatalf("%+v: open period beyond reset_timeout_max + jitter (120s)", sn)
+	}
+	_ = s.Force(testKey, ModeOpen) // a known state: forced open, Retry-After reset_timeout ± 50%
+	for range 100 {
+		if _, ra, _ := s.RetryAfter(testKey); ra < 5*time.Second || ra > 15*time.Second {
+			t.Fatalf("forced open: Retry-After %v, want 10s ± 50%%", ra)
+		}
+	}
+}
