@@ -122,7 +122,10 @@ func (c *Client) handle(ctx context.Context, ls *loopState, ev event) {
 		// Counts are the fleet's only while it is reachable: a failure
 		// missed meanwhile costs at most one more request per process.
 		if ls.up {
-			op := map[eventKind]string{evFailure: opFail, evRecovery: opOK}[ev.kind]
+			op := opFail
+			if ev.kind == evRecovery {
+				op = opOK
+			}
 			c.check(ls, c.st.publish(message{Op: op, Key: ev.key, Pod: c.st.pod}))
 		}
 	case evRemote:
@@ -243,7 +246,7 @@ func (c *Client) remote(ctx context.Context, ls *loopState, payload string) {
 	case opOpen:
 		wait, ok := m.wait(c.now())
 		if !ok {
-			c.log.Debug().Str("key", m.Key).Str("pod", m.Pod).Int64("until", m.Until).
+			c.log.Debug().Str("key", m.Key).Int64("until", m.Until).
 				Msg("shared state: ignored an open whose time lies more than a day away")
 			return
 		}
