@@ -45,7 +45,8 @@ func (s *Server) views() []breakerView {
 		v := breakerView{Key: b.Key, Format: b.Format, State: b.State.String(), FailureCount: b.FailureCount,
 			Threshold: b.Threshold, ThresholdSource: b.ThresholdSource, ResetTimeout: b.ResetTimeout.Seconds(),
 			ResetTimeoutSource: b.ResetTimeoutSource, Rejections: b.Rejections, Forced: b.Forced,
-			RetryAfter: int(math.Ceil(b.RetryAfter.Seconds())), Host: hosts[b.Key].Host, Upstream: hosts[b.Key].Upstream}
+			RetryAfter: int(math.Ceil(b.RetryAfter.Seconds())), Host: hosts[b.Key].Host, Upstream: hosts[b.Key].Upstream,
+			OpenTime: b.OpenTime.Seconds(), FailedProbes: b.FailedProbes, ResetTimeoutMax: b.ResetTimeoutMax.Seconds()}
 		if !b.LastFailure.IsZero() {
 			ago := math.Floor(now.Sub(b.LastFailure).Seconds())
 			v.LastFailureAgo = &ago

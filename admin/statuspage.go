@@ -64,6 +64,9 @@ type pageHost struct {
 	// last answer was fresh. StaleSince is the run's start, Unix seconds.
 	StaleFor, StaleAge string
 	StaleSince         int64
+	// Open is the open time for people ("2m 0s"), Grown says how it grew
+	// ("after 2 failed probes"; "" when it did not).
+	Open, Grown string
 }
 
 // pageTransition is one timeline row.
@@ -139,10 +142,19 @@ func groupFormats(views []breakerView, worst map[string]string, counts pageCount
 	return out
 }
 
-// hostRow says when the breaker will next probe its upstream, and since
-// when its key has been served only from stale copies.
+// hostRow says when the breaker will next probe its upstream, how long it
+// stays open and how that grew, and since when its key has been served
+// only from stale copies.
 func hostRow(bv breakerView, counts pageCounts, now time.Time) pageHost {
-	h := pageHost{breakerView: bv, ProbeIn: -1}
+	h := pageHost{breakerView: bv, ProbeIn: -1,
+		Open: formatAge(time.Duration(math.Round(bv.OpenTime)) * time.Second)}
+	switch bv.FailedProbes {
+	case 0:
+	case 1:
+		h.Grown = "after 1 failed probe"
+	default:
+		h.Grown = "after " + strconv.Itoa(bv.FailedProbes) + " failed probes"
+	}
 	if since, ok := counts.staleSince[bv.Key]; ok {
 		start := time.Unix(int64(since), 0)
 		h.StaleSince = start.Unix()

@@ -1,6 +1,7 @@
 package breakerstate
 
 import (
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +63,16 @@ type breaker struct {
 	forced      Mode
 	count       int
 	lastFailure time.Time
+	// due is when the probe of the current open period falls due, period
+	// that period's length (the open time, grown by failedProbes and
+	// jittered: opentime.go) and failedProbes how many probes of this
+	// outage failed in a row. Closing clears all three.
+	due          time.Time
+	period       time.Duration
+	failedProbes int
+	// rng draws the jitter of this key when the set has no injected
+	// source; used only under mu, so it needs no lock of its own.
+	rng *rand.Rand
 	// gen changes on every state change and every probe grant. A probe
 	// ticket's report counts only if its generation is still current.
 	gen      uint64
@@ -112,15 +123,20 @@ func (b *breaker) look(read func()) {
 	read()
 }
 
-// pending is a transition decided under the lock, announced after it.
+// pending is a transition decided under the lock, announced after it, and
+// whether the report that caused it is one the fleet counts (fleetcount.go).
 type pending struct {
-	tr Transition
-	ok bool
+	tr      Transition
+	ok      bool
+	counted counted
 }
 
 // announce calls the transition hook, outside the breaker's lock so a slow
 // logger never holds up the key's traffic.
 func (b *breaker) announce(p pending) {
+	if p.counted != countedNone {
+		b.shareCount(p.counted)
+	}
 	if !p.ok {
 		return
 	}
@@ -149,13 +165,17 @@ func (b *breaker) setState(st State, now time.Time) pending {
 	if st != HalfOpen {
 		b.permit = false
 	}
+	if st == Closed {
+		// The outage is over: the next one starts from reset_timeout.
+		b.failedProbes, b.period, b.due = 0, 0, time.Time{}
+	}
 	if b.m.state != nil {
 		b.m.state.Set(float64(st))
 	}
 	b.set.metrics.transition(&b.m, b.cfg.Key, from, st)
-	tr := Transition{Key: b.cfg.Key, From: from, To: st, At: now, FailureCount: b.count}
+	tr := Transition{Key: b.cfg.Key, From: from, To: st, At: now, FailureCount: b.count, FailedProbes: b.failedProbes}
 	if st == Open && b.forced == ModeAuto {
-		tr.OpenUntil = b.lastFailure.Add(b.cfg.ResetTimeout)
+		tr.OpenUntil, tr.OpenTime = b.due, b.period
 	}
 	return pending{ok: true, tr: tr}
 }
@@ -215,7 +235,7 @@ func (b *breaker) admit() (Ticket, pending, error) {
 }
 
 // probeNotDue reports whether the state machine itself refuses a request
-// now: Open with reset_timeout not yet passed since the last failure, or
+// now: Open with its open period not over (due not reached), or
 // HalfOpen with its probe out. A probe outstanding longer than
 // reset_timeout is presumed lost (its client hung or its report was
 // dropped); without this rule a lost probe would keep the breaker half-open
@@ -224,7 +244,7 @@ func (b *breaker) admit() (Ticket, pending, error) {
 func (b *breaker) probeNotDue(now time.Time) bool {
 	switch b.state {
 	case Open:
-		return now.Sub(b.lastFailure) < b.cfg.ResetTimeout
+		return now.Before(b.due)
 	case HalfOpen:
 		return b.probeOut && now.Sub(b.probeAt) <= b.cfg.ResetTimeout
 	}
@@ -261,22 +281,40 @@ func (b *breaker) done(t Ticket, o Outcome) {
 // doneAdmitted applies the report of a request admitted while Closed. As in
 // NORA, such a report is not fenced: a success proves the upstream works and
 // closes the breaker whatever happened meanwhile, and a failure while Open
-// refreshes last_failure, pushing the next probe out. Called with mu held.
+// refreshes last_failure, pushing the next probe out by the period's
+// length. A failure counted while Closed, and the success that ends a run
+// of them, are also the fleet's to hear (fleetcount.go). Called with mu
+// held.
 func (b *breaker) doneAdmitted(o Outcome) pending {
 	switch o {
 	case Success:
+		recovered := b.count > 0 && b.state == Closed
 		b.count = 0
 		if b.forced == ModeAuto && b.state != Closed {
 			return b.setState(Closed, b.set.now())
+		}
+		if recovered {
+			return pending{counted: countedRecovery}
 		}
 	case Failure:
 		now := b.set.now()
 		b.count++
 		b.lastFailure = now
-		// A failure while HalfOpen only counts: the outstanding probe is
-		// fresher evidence and decides the state.
-		if b.forced == ModeAuto && b.state == Closed && b.count >= b.cfg.FailureThreshold {
+		switch {
+		case b.state == Open:
+			if b.forced == ModeAuto {
+				b.pushOut(now)
+			}
+		case b.state == HalfOpen:
+			// A failure while HalfOpen only counts: the outstanding
+			// probe is fresher evidence and decides the state.
+		case b.forced == ModeAuto && b.count >= b.cfg.FailureThreshold:
+			// The fleet hears of the open itself, which says more than
+			// one more failure would.
+			b.startPeriod(now)
 			return b.setState(Open, now)
+		default:
+			return pending{counted: countedFailure}
 		}
 	}
 	return pending{}
@@ -301,6 +339,10 @@ func (b *breaker) doneProbe(gen uint64, o Outcome) pending {
 		now := b.set.now()
 		b.count++
 		b.lastFailure = now
+		// The upstream is still down: the next period is twice as long, up
+		// to reset_timeout_max.
+		b.failedProbes = min(b.failedProbes+1, maxFailedProbes)
+		b.startPeriod(now)
 		return b.setState(Open, now)
 	}
 	return pending{}

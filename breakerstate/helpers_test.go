@@ -47,6 +47,14 @@ func keySettings(key string, threshold int, reset time.Duration) KeySettings {
 	}
 }
 
+// growing is keySettings with an open time that doubles up to max, without
+// jitter.
+func growing(key string, threshold int, reset, max time.Duration) KeySettings {
+	k := keySettings(key, threshold, reset)
+	k.ResetTimeoutMax = max
+	return k
+}
+
 // newHarness builds an enabled set over keys; with no keys, one key
 // (testKey) with threshold 3 and reset timeout 30s.
 func newHarness(t testing.TB, enabled bool, keys ...KeySettings) *harness {

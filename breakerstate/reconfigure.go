@@ -12,9 +12,11 @@ import "time"
 // key Closed with its gauge at 0.
 //
 // Config validation runs before this, so invalid entries are not expected;
-// should one arrive anyway it is made harmless rather than refused (a
-// threshold below 1 counts as 1, a negative reset_timeout as 0, an empty or
-// repeated key is skipped), because a reload has no way to fail here.
+// should one arrive anyway it is made harmless rather than refused
+// (sanitize; an empty or repeated key is skipped), because a reload has no
+// way to fail here. A key that stays keeps its count of failed probes: its
+// open time follows the new reset_timeout and reset_timeout_max from the
+// next period on.
 func (s *Set) Reconfigure(enabled bool, keys []KeySettings) {
 	s.reconfMu.Lock()
 	defer s.reconfMu.Unlock()
@@ -47,8 +49,7 @@ func (s *Set) buildTable(enabled bool, keys []KeySettings, old *table) *table {
 		if k.Key == "" || t.byKey[k.Key] != nil {
 			continue
 		}
-		k.FailureThreshold = max(k.FailureThreshold, 1)
-		k.ResetTimeout = max(k.ResetTimeout, 0)
+		k = sanitize(k)
 		var b *breaker
 		if old != nil {
 			b = old.byKey[k.Key]
@@ -63,6 +64,20 @@ func (s *Set) buildTable(enabled bool, keys []KeySettings, old *table) *table {
 	return t
 }
 
+// sanitize makes invalid settings harmless (see Reconfigure): a threshold
+// below 1 counts as 1, negative times as 0, a jitter outside [0, 0.5] as
+// the nearest end of it (NaN as none).
+func sanitize(k KeySettings) KeySettings {
+	k.FailureThreshold = max(k.FailureThreshold, 1)
+	k.ResetTimeout = max(k.ResetTimeout, 0)
+	k.ResetTimeoutMax = max(k.ResetTimeoutMax, 0)
+	if !(k.Jitter > 0) {
+		k.Jitter = 0
+	}
+	k.Jitter = min(k.Jitter, maxJitter)
+	return k
+}
+
 // apply installs settings and the enabled flag on one breaker.
 func (s *Set) apply(b *breaker, enabled bool, k KeySettings) {
 	b.write(func() pending {
@@ -73,8 +88,16 @@ func (s *Set) apply(b *breaker, enabled bool, k KeySettings) {
 
 // applyLocked is apply's body. Called with mu held, through write.
 func (s *Set) applyLocked(b *breaker, enabled bool, k KeySettings) {
+	before := b.openTime()
 	b.cfg = k
 	if b.enabled == enabled {
+		if b.state == Open && b.forced == ModeAuto && b.openTime() != before {
+			// The open period in progress takes the new open time, counted
+			// from where it started (its last failure), as NORA's
+			// reset_timeout would.
+			start := b.due.Add(-b.period)
+			b.startPeriod(start)
+		}
 		return
 	}
 	b.enabled = enabled
@@ -84,6 +107,7 @@ func (s *Set) applyLocked(b *breaker, enabled bool, k KeySettings) {
 	b.forced = ModeAuto
 	b.count = 0
 	b.lastFailure = time.Time{}
+	b.failedProbes, b.period, b.due = 0, 0, time.Time{}
 	b.gen++
 	b.probeOut = false
 	b.permit = false
@@ -122,8 +146,7 @@ func (s *Set) Adjust(add []KeySettings, remove []string) {
 		if k.Key == "" || next.byKey[k.Key] != nil || gone[k.Key] {
 			continue
 		}
-		k.FailureThreshold = max(k.FailureThreshold, 1)
-		k.ResetTimeout = max(k.ResetTimeout, 0)
+		k = sanitize(k)
 		b := &breaker{set: s}
 		s.apply(b, old.enabled, k)
 		next.byKey[k.Key] = b

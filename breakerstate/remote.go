@@ -11,11 +11,19 @@ import (
 // key's lock is released and must return quickly (queue, never do I/O).
 type Share struct {
 	// Transition is called after each state change this process decided by
-	// itself. It is not called for changes applied through ApplyRemote*
-	// (they came from the fleet) nor for forced modes (see Forced).
+	// itself (an opening ApplyRemoteFailure caused included). It is not
+	// called for changes applied through ApplyRemoteOpen, ApplyRemoteClose
+	// or ApplyRemoteForce (they came from the fleet) nor for forced modes
+	// (see Forced).
 	Transition func(Transition)
 	// Forced is called after each successful local Force.
 	Forced func(key string, m Mode)
+	// Failure is called after each failure of this process's requests
+	// counted while the key is closed, except the one that opens it (the
+	// opening is told through Transition); Recovery after the success that
+	// set a count above 0 back to 0 (fleetcount.go).
+	Failure  func(key string)
+	Recovery func(key string)
 }
 
 // SetShare installs the fleet-sharing hooks; nil detaches them. It also
@@ -62,34 +70,49 @@ func (b *breaker) gatedOut() bool {
 	return b.set.gated.Load() && !b.permit
 }
 
-// ApplyRemoteOpen opens key because another process opened it until until
-// (its open_until). The local last_failure is moved so that the probe falls
-// due at until, never earlier than the local one: the later of two known
-// failures decides, so a stale message cannot shorten an open period. An
-// outstanding local probe is fenced. Keys in a forced mode, and a disabled
-// set, ignore it.
-func (s *Set) ApplyRemoteOpen(key string, until time.Time) error {
+// ApplyRemoteOpen opens key because another process opened it: its probe
+// falls due in, and failedProbes of its probes failed in a row. It returns
+// when this process's probe now falls due (zero when it changed nothing).
+//
+// A remote open is bounded by this process's own settings, so that neither
+// a peer's clock nor a broken or hostile message can hold a healthy
+// upstream open: in is cut to [0, the longest period this process would
+// choose itself at that growth] (reset_timeout doubled per failed probe up
+// to reset_timeout_max, plus the whole jitter), and failedProbes to what
+// can matter. The later of the local and the remote due time wins, so a
+// stale message cannot shorten an open period. An outstanding local probe
+// is fenced. Keys in a forced mode, and a disabled set, ignore it.
+func (s *Set) ApplyRemoteOpen(key string, in time.Duration, failedProbes int) (time.Time, error) {
 	b, err := s.remoteBreaker(key)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
+	var due time.Time
 	b.write(func() (p pending) {
-		if !b.enabled || b.forced != ModeAuto {
+		if b.retired || !b.enabled || b.forced != ModeAuto {
 			return p
 		}
-		if lf := until.Add(-b.cfg.ResetTimeout); lf.After(b.lastFailure) {
-			b.lastFailure = lf
-		}
+		now := s.now()
+		b.failedProbes = max(b.failedProbes, min(failedProbes, maxFailedProbes))
+		in = min(max(in, 0), b.longestPeriod())
 		if b.state == Open {
+			if d := now.Add(in); d.After(b.due) {
+				// The fleet's new period (its probe failed elsewhere) is
+				// this process's period too.
+				b.due, b.period = d, max(b.period, in)
+			}
 			// Still a new open period for the fleet: the old lease is spent.
 			b.permit = false
+			due = b.due
 			return p
 		}
-		p = b.setState(Open, b.set.now())
+		b.period, b.due = in, now.Add(in)
+		due = b.due
+		p = b.setState(Open, now)
 		p.tr.Remote = true
 		return p
 	})
-	return nil
+	return due, nil
 }
 
 // ApplyRemoteClose closes key because the fleet's probe succeeded
@@ -147,9 +170,11 @@ type Status struct {
 	State  State
 	Forced Mode
 	// OpenUntil is when the probe falls due, while Open or HalfOpen in
-	// automatic mode; zero otherwise.
+	// automatic mode, as a reading of the set's clock; zero otherwise.
 	OpenUntil    time.Time
 	ResetTimeout time.Duration
+	// FailedProbes is the growth of the open time (Transition.FailedProbes).
+	FailedProbes int
 }
 
 // Statuses returns every enabled key's Status, in config order; nil while
@@ -164,9 +189,10 @@ func (s *Set) Statuses() []Status {
 		var st Status
 		var enabled bool
 		b.look(func() {
-			st = Status{Key: b.cfg.Key, State: b.state, Forced: b.forced, ResetTimeout: b.cfg.ResetTimeout}
+			st = Status{Key: b.cfg.Key, State: b.state, Forced: b.forced, ResetTimeout: b.cfg.ResetTimeout,
+				FailedProbes: b.failedProbes}
 			if b.forced == ModeAuto && b.state != Closed {
-				st.OpenUntil = b.lastFailure.Add(b.cfg.ResetTimeout)
+				st.OpenUntil = b.due
 			}
 			enabled = b.enabled && !b.retired
 		})
@@ -186,5 +212,19 @@ func (s *Set) ResetTimeout(key string) (time.Duration, error) {
 	}
 	var d time.Duration
 	b.look(func() { d = b.cfg.ResetTimeout })
+	return d, nil
+}
+
+// OpenBound returns the longest open period key's breaker would choose by
+// itself now: its open time at the current growth with the whole jitter
+// added. It is the bound ApplyRemoteOpen applies, which the fleet-sharing
+// layer also applies to what it finds stored.
+func (s *Set) OpenBound(key string) (time.Duration, error) {
+	b, err := s.remoteBreaker(key)
+	if err != nil {
+		return 0, err
+	}
+	var d time.Duration
+	b.look(func() { d = b.longestPeriod() })
 	return d, nil
 }

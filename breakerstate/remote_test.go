@@ -28,11 +28,11 @@ func (r *shareRecorder) transitions() []Transition {
 	return append([]Transition(nil), r.trs...)
 }
 
-// sharedHarness is a harness (threshold 3, reset 30s) with a share recorder
-// installed.
-func sharedHarness(t *testing.T) (*harness, *shareRecorder) {
+// sharedHarness is a harness (by default threshold 3, reset 30s) with a
+// share recorder installed.
+func sharedHarness(t *testing.T, keys ...KeySettings) (*harness, *shareRecorder) {
 	t.Helper()
-	h := newHarness(t, true)
+	h := newHarness(t, true, keys...)
 	r := &shareRecorder{}
 	h.SetShare(r.share())
 	return h, r
@@ -42,25 +42,40 @@ func TestApplyRemoteOpen(t *testing.T) {
 	for _, c := range []struct {
 		name      string
 		setup     func(*harness)
-		untilIn   time.Duration // until = now + untilIn
+		in        time.Duration // the remote's time until its probe
+		probes    int           // the remote's failed probes
 		wantRetry time.Duration
 		wantTrans bool
 	}{
-		{"closed key opens until then", func(*harness) {}, 20 * time.Second, 20 * time.Second, true},
-		{"closed key with a past until probes at once", func(*harness) {}, -time.Second, time.Second, true},
-		{"later until extends a local open", func(h *harness) { h.openBreaker(t, testKey) }, 45 * time.Second, 45 * time.Second, false},
-		{"earlier until never shortens it", func(h *harness) { h.openBreaker(t, testKey) }, 10 * time.Second, 30 * time.Second, false},
+		{"closed key opens for that long", func(*harness) {}, 20 * time.Second, 0, 20 * time.Second, true},
+		{"closed key with a negative time probes at once", func(*harness) {}, -time.Second, 0, time.Second, true},
+		{"later due extends a local open", func(h *harness) { h.openBreaker(t, testKey) }, 25 * time.Second, 0, 30 * time.Second, false},
+		{"earlier due never shortens it", func(h *harness) { h.openBreaker(t, testKey) }, 10 * time.Second, 0, 30 * time.Second, false},
+		// The bound: never longer than this process would open itself.
+		{"an hour is cut to reset_timeout", func(*harness) {}, time.Hour, 0, 30 * time.Second, true},
+		{"an hour cannot extend a local open", func(h *harness) {
+			h.openBreaker(t, testKey)
+			h.clock.Advance(10 * time.Second)
+		}, time.Hour, 0, 30 * time.Second, false},
+		// Growth carried by the fleet is bounded by reset_timeout_max (here
+		// 4 x reset_timeout).
+		{"two failed probes elsewhere allow 120s", func(*harness) {}, 2 * time.Minute, 2, 120 * time.Second, true},
+		{"a thousand failed probes allow reset_timeout_max", func(*harness) {}, time.Hour, 1000, 120 * time.Second, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			h, r := sharedHarness(t)
+			h, r := sharedHarness(t, growing(testKey, 3, 30*time.Second, 120*time.Second))
 			c.setup(h)
 			before := len(h.rec.all())
-			if err := h.ApplyRemoteOpen(testKey, h.clock.Now().Add(c.untilIn)); err != nil {
+			due, err := h.ApplyRemoteOpen(testKey, c.in, c.probes)
+			if err != nil {
 				t.Fatal(err)
 			}
 			st, ra, _ := h.RetryAfter(testKey)
 			if st != Open || ra != c.wantRetry {
 				t.Fatalf("state %v retry-after %v, want open %v", st, ra, c.wantRetry)
+			}
+			if left := due.Sub(h.clock.Now()); ceilSeconds(left) != c.wantRetry {
+				t.Fatalf("returned due in %v, want about %v", left, c.wantRetry)
 			}
 			trs := h.rec.all()[before:]
 			if got := len(trs) == 1; got != c.wantTrans {
@@ -82,8 +97,7 @@ func TestApplyRemoteOpen(t *testing.T) {
 func TestApplyRemoteOpenFencesProbe(t *testing.T) {
 	h, _ := sharedHarness(t)
 	probe := h.probe(t, testKey)
-	until := h.clock.Now().Add(30 * time.Second)
-	if err := h.ApplyRemoteOpen(testKey, until); err != nil {
+	if _, err := h.ApplyRemoteOpen(testKey, 30*time.Second, 0); err != nil {
 		t.Fatal(err)
 	}
 	probe.Done(Success)
@@ -116,7 +130,7 @@ func TestRemoteIgnoredWhenForcedOrDisabled(t *testing.T) {
 		h, _ := sharedHarness(t)
 		mustForce(t, h, m)
 		before := h.snap(t, testKey)
-		if err := h.ApplyRemoteOpen(testKey, h.clock.Now().Add(time.Hour)); err != nil {
+		if _, err := h.ApplyRemoteOpen(testKey, 20*time.Second, 0); err != nil {
 			t.Fatal(err)
 		}
 		if err := h.ApplyRemoteClose(testKey); err != nil {
@@ -127,7 +141,7 @@ func TestRemoteIgnoredWhenForcedOrDisabled(t *testing.T) {
 		}
 	}
 	d := newHarness(t, false)
-	if err := d.ApplyRemoteOpen(testKey, d.clock.Now().Add(time.Hour)); err != nil {
+	if _, err := d.ApplyRemoteOpen(testKey, 20*time.Second, 0); err != nil {
 		t.Fatal(err)
 	}
 	d.admit(t, testKey)
@@ -136,7 +150,9 @@ func TestRemoteIgnoredWhenForcedOrDisabled(t *testing.T) {
 func TestRemoteUnknownKey(t *testing.T) {
 	h, _ := sharedHarness(t)
 	for name, err := range map[string]error{
-		"open":   h.ApplyRemoteOpen("nope", time.Time{}),
+		"open":   second(h.ApplyRemoteOpen("nope", time.Second, 0)),
+		"fail":   h.ApplyRemoteFailure("nope"),
+		"ok":     h.ApplyRemoteRecovery("nope"),
 		"close":  h.ApplyRemoteClose("nope"),
 		"force":  h.ApplyRemoteForce("nope", ModeOpen),
 		"permit": h.SetProbePermit("nope", true),
@@ -285,3 +301,6 @@ func TestGatedSingleProbeUnderConcurrency(t *testing.T) {
 		t.Fatalf("%d admitted, want exactly 1", n)
 	}
 }
+
+// second drops a call's first result, for tables of errors.
+func second[T any](_ T, err error) error { return err }

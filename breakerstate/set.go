@@ -33,6 +33,13 @@ type KeySettings struct {
 	// ResetTimeout is how long the breaker stays open after the last failure
 	// before one probe is let through; must be >= 0.
 	ResetTimeout time.Duration
+	// ResetTimeoutMax bounds the open time as each failed probe doubles it;
+	// a value below ResetTimeout (the zero value among them) keeps the open
+	// time fixed at ResetTimeout, as NORA's is.
+	ResetTimeoutMax time.Duration
+	// Jitter is the share, in [0, 0.5], by which each open period and each
+	// Retry-After is moved at random up or down; 0 moves nothing.
+	Jitter float64
 	// ThresholdSource and ResetTimeoutSource say where each value came from
 	// (e.g. `override "pypi"`, "global"); carried only for the admin API.
 	ThresholdSource, ResetTimeoutSource string
@@ -45,12 +52,23 @@ type Transition struct {
 	At           time.Time
 	FailureCount int // the count after the change
 	// OpenUntil is, when To is Open and the mode is automatic, when the next
-	// probe becomes due (last_failure + reset_timeout); zero otherwise. The
-	// fleet-sharing layer publishes it as the key's open_until.
+	// probe becomes due, and OpenTime the length of the open period that
+	// ends then (the open time, grown and jittered); zero otherwise. Both
+	// are readings of the set's clock: the fleet-sharing layer sends the
+	// time left (OpenUntil minus its now), never the wall-clock value.
 	OpenUntil time.Time
+	OpenTime  time.Duration
+	// FailedProbes is how many probes of this outage failed in a row after
+	// the change (0 once closed): the growth of the open time, which the
+	// fleet shares.
+	FailedProbes int
 	// Remote is true when the change was applied from the fleet's shared
-	// state (ApplyRemote*) rather than decided by this process.
+	// state (ApplyRemote*) rather than decided by this process. An opening
+	// this process decides because the fleet's count of failures reached
+	// its threshold (ApplyRemoteFailure) is its own decision: Remote is
+	// false and Fleet true.
 	Remote bool
+	Fleet  bool
 	// Manual is true when the change comes from a forced mode (Force or
 	// ApplyRemoteForce) rather than from the state machine.
 	Manual bool
@@ -69,6 +87,9 @@ func (t Transition) Why() string {
 	}
 	switch [2]State{t.From, t.To} {
 	case [2]State{Closed, Open}:
+		if t.Fleet {
+			return "fleet threshold reached"
+		}
 		return "threshold reached"
 	case [2]State{HalfOpen, Open}:
 		return "probe failed"
@@ -91,8 +112,16 @@ type Options struct {
 	Enabled bool
 	// Keys lists every breaker key, in config order (Snapshot keeps it).
 	Keys []KeySettings
-	// Now is the clock; nil means time.Now.
+	// Now is the clock; nil means time.Now. Every time the set keeps is a
+	// reading of it and is only ever compared with another (Sub, Before),
+	// so with time.Now open periods follow Go's monotonic clock and a
+	// wall-clock step moves none of them.
 	Now func() time.Time
+	// Rand returns numbers uniform in [0, 1) for the jitter of open periods
+	// and Retry-After; it must be safe for concurrent use. nil gives each
+	// key a generator of its own seeded from the operating system, so that
+	// no two processes draw alike (tests inject a fixed sequence).
+	Rand func() float64
 	// Registerer receives the breaker metrics; required (tests pass
 	// prometheus.NewRegistry()).
 	Registerer prometheus.Registerer
@@ -105,6 +134,7 @@ type Options struct {
 // Set holds the breakers of every configured key.
 type Set struct {
 	now          func() time.Time
+	rand         func() float64 // nil: each key's own generator
 	onTransition func(Transition)
 	metrics      *metrics
 	// share is the fleet-sharing layer's hooks (nil when alone) and gated
@@ -157,7 +187,7 @@ func New(opts Options) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Set{now: opts.Now, onTransition: opts.OnTransition, metrics: m}
+	s := &Set{now: opts.Now, rand: opts.Rand, onTransition: opts.OnTransition, metrics: m}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -179,6 +209,10 @@ func validateKeys(keys []KeySettings) error {
 			errs = append(errs, fmt.Errorf("breakerstate: key %q: failure_threshold %d < 1", k.Key, k.FailureThreshold))
 		case k.ResetTimeout < 0:
 			errs = append(errs, fmt.Errorf("breakerstate: key %q: reset_timeout %s < 0", k.Key, k.ResetTimeout))
+		case k.ResetTimeoutMax < 0:
+			errs = append(errs, fmt.Errorf("breakerstate: key %q: reset_timeout_max %s < 0", k.Key, k.ResetTimeoutMax))
+		case !(k.Jitter >= 0 && k.Jitter <= maxJitter): // also refuses NaN
+			errs = append(errs, fmt.Errorf("breakerstate: key %q: jitter %v outside [0, %v]", k.Key, k.Jitter, maxJitter))
 		}
 		seen[k.Key] = true
 	}

@@ -85,7 +85,8 @@ func TestDisabledNeverRejects(t *testing.T) {
 	}
 	s := h.snap(t, testKey)
 	want := Snapshot{Key: testKey, Format: "pypi", State: Closed, Threshold: 3, ResetTimeout: 30 * time.Second,
-		ThresholdSource: "global", ResetTimeoutSource: "global"}
+		ThresholdSource: "global", ResetTimeoutSource: "global", OpenTime: 30 * time.Second,
+		ResetTimeoutMax: 30 * time.Second}
 	if s != want {
 		t.Fatalf("snapshot = %+v, want %+v", s, want)
 	}

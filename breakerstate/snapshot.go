@@ -15,10 +15,21 @@ type Snapshot struct {
 	ThresholdSource    string
 	ResetTimeoutSource string
 	LastFailure        time.Time // zero if none
-	// RetryAfter is what a rejected request would be told; 0 while closed.
+	// RetryAfter is when a rejected request could next be admitted, in
+	// whole seconds (what it is told, before the jitter RetryAfter adds);
+	// 0 while closed.
 	RetryAfter time.Duration
 	Rejections uint64
 	Forced     string // "", "open" or "closed"
+	// OpenTime is the length of the current open period while open or
+	// half-open in automatic mode (grown and jittered), else the open time
+	// the next opening starts from; FailedProbes how many probes of this
+	// outage failed in a row; ResetTimeoutMax the bound of the growth (equal
+	// to ResetTimeout when the open time is fixed) and Jitter its share.
+	OpenTime        time.Duration
+	FailedProbes    int
+	ResetTimeoutMax time.Duration
+	Jitter          float64
 }
 
 // Snapshot returns every breaker's state, in config order. Each entry is
@@ -34,10 +45,13 @@ func (s *Set) Snapshot() []Snapshot {
 }
 
 // RetryAfter returns key's state and, when it rejects, the Retry-After for a
-// synthesized 503: while open, the time until a probe is allowed, rounded up
-// to whole seconds and at least 1s; while half-open 1s; while forced open
-// reset_timeout rounded up (at least 1s); while closed 0. The bool is false
-// for an unknown key.
+// synthesized 503: while open, the time until a probe is allowed, moved by
+// the key's jitter, rounded up to whole seconds and at least 1s; while
+// half-open 1s; while forced open reset_timeout, jittered and rounded up
+// likewise; while closed 0. The bool is false for an unknown key. The
+// jitter spreads the clients that were refused together over ±jitter of
+// the wait, so they do not all come back at the instant the probe is due;
+// the half-open 1s is the shortest answer there is and is not moved.
 func (s *Set) RetryAfter(key string) (State, time.Duration, bool) {
 	b := s.table.Load().byKey[key]
 	if b == nil {
@@ -49,7 +63,11 @@ func (s *Set) RetryAfter(key string) (State, time.Duration, bool) {
 	known := false
 	b.look(func() {
 		if !b.retired {
-			st, d = b.retryAfterLocked(now)
+			st, d = b.waitLocked(now)
+			if st == Open {
+				d = b.jitter(d)
+			}
+			d = roundWait(st, d)
 			known = true
 		}
 	})
@@ -88,9 +106,9 @@ func (s *Set) Refusing(key string) bool {
 	return refusing
 }
 
-// retryAfterLocked returns the reported state and the Retry-After of a
-// rejected request. Called with mu held.
-func (b *breaker) retryAfterLocked(now time.Time) (State, time.Duration) {
+// waitLocked returns the reported state and how long a rejected request
+// would have to wait, before jitter and rounding. Called with mu held.
+func (b *breaker) waitLocked(now time.Time) (State, time.Duration) {
 	if !b.enabled {
 		return Closed, 0
 	}
@@ -98,13 +116,22 @@ func (b *breaker) retryAfterLocked(now time.Time) (State, time.Duration) {
 	case b.forced == ModeOpen:
 		// No probe will come by itself; reset_timeout is a sensible pace
 		// for clients to come back and see whether it was released.
-		return Open, ceilSeconds(b.cfg.ResetTimeout)
+		return Open, b.cfg.ResetTimeout
 	case b.state == Open:
-		return Open, ceilSeconds(b.cfg.ResetTimeout - now.Sub(b.lastFailure))
+		return Open, b.due.Sub(now)
 	case b.state == HalfOpen:
 		return HalfOpen, time.Second
 	}
 	return Closed, 0
+}
+
+// roundWait is the Retry-After of a wait: whole seconds, at least one,
+// while the key rejects; 0 while closed.
+func roundWait(st State, d time.Duration) time.Duration {
+	if st == Closed {
+		return 0
+	}
+	return ceilSeconds(d)
 }
 
 // ceilSeconds rounds d up to whole seconds, at least one: Retry-After is an
@@ -128,7 +155,11 @@ func (b *breaker) snapshot(now time.Time) (s Snapshot) {
 
 // snapshotLocked is snapshot's body. Called with mu held, through look.
 func (b *breaker) snapshotLocked(now time.Time) Snapshot {
-	st, ra := b.retryAfterLocked(now)
+	st, wait := b.waitLocked(now)
+	open := b.openTime()
+	if b.forced == ModeAuto && b.state != Closed && b.period > 0 {
+		open = b.period
+	}
 	s := Snapshot{
 		Key:                b.cfg.Key,
 		Format:             b.cfg.Format,
@@ -139,9 +170,13 @@ func (b *breaker) snapshotLocked(now time.Time) Snapshot {
 		ThresholdSource:    b.cfg.ThresholdSource,
 		ResetTimeoutSource: b.cfg.ResetTimeoutSource,
 		LastFailure:        b.lastFailure,
-		RetryAfter:         ra,
+		RetryAfter:         roundWait(st, wait),
 		Rejections:         b.rejections,
 		Forced:             forcedName(b.forced),
+		OpenTime:           open,
+		FailedProbes:       b.failedProbes,
+		ResetTimeoutMax:    max(b.cfg.ResetTimeoutMax, b.cfg.ResetTimeout),
+		Jitter:             b.cfg.Jitter,
 	}
 	return s
 }

@@ -12,8 +12,9 @@ type State uint8
 const (
 	// Closed lets every request through and counts consecutive failures.
 	Closed State = 0
-	// Open rejects every request until reset_timeout has passed since the
-	// last failure.
+	// Open rejects every request until its open time (reset_timeout,
+	// grown by failed probes and jittered) has passed since the last
+	// failure.
 	Open State = 1
 	// HalfOpen lets exactly one probe through; its outcome decides between
 	// Closed and Open.

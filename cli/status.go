@@ -173,11 +173,24 @@ func printBreakers(out io.Writer, rows []adminapi.Breaker) {
 		if r.Throttled {
 			throttled = fmt.Sprintf("%ds left", r.ThrottledSeconds)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%.0fs\t%s\t%ds\t%d\t%s\t%s\n", r.Format, r.Key, dash(r.Host),
-			r.State, r.FailureCount, r.Threshold, r.ResetTimeout, last, r.RetryAfter, r.Rejections, throttled,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%ds\t%d\t%s\t%s\n", r.Format, r.Key, dash(r.Host),
+			r.State, r.FailureCount, r.Threshold, openTime(r), last, r.RetryAfter, r.Rejections, throttled,
 			dash(r.Forced))
 	}
 	_ = tw.Flush()
+}
+
+// openTime is the RESET cell: reset_timeout, or while open the current
+// open time, with the failed probes that grew it (docs/behaviour.md §4).
+func openTime(r adminapi.Breaker) string {
+	d := r.ResetTimeout
+	if r.State == "open" || r.State == "half_open" {
+		d = r.OpenTime
+	}
+	if r.FailedProbes > 0 {
+		return fmt.Sprintf("%.0fs (%d failed probes)", d, r.FailedProbes)
+	}
+	return fmt.Sprintf("%.0fs", d)
 }
 
 // printTransitions prints the latest n transitions, newest first.

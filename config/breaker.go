@@ -2,20 +2,28 @@ package config
 
 import (
 	"strconv"
+	"strings"
 	"time"
 )
 
-// Default circuit-breaker values, the same as NORA's.
+// Default circuit-breaker values: NORA's threshold and reset timeout, and
+// the jitter of open periods and Retry-After (ours).
 const (
 	defaultFailureThreshold = 5
 	defaultResetTimeout     = 30 * time.Second
+	defaultJitter           = 0.1
+	// maxJitter keeps every open period at least half its open time.
+	maxJitter = 0.5
 )
 
 // readCircuitBreaker reads [circuit_breaker] and NORA_CB_*; env beats file.
+// reset_timeout_max and jitter are ours (NORA has neither), and so are
+// their variables NORA_CB_RESET_TIMEOUT_MAX and NORA_CB_JITTER.
 func readCircuitBreaker(root tbl, e env) CircuitBreaker {
 	cb := CircuitBreaker{
 		FailureThreshold: defaultFailureThreshold,
 		ResetTimeout:     defaultResetTimeout,
+		Jitter:           defaultJitter,
 		Overrides:        map[string]Override{},
 	}
 	t := root.table("circuit_breaker")
@@ -28,21 +36,22 @@ func readCircuitBreaker(root tbl, e env) CircuitBreaker {
 	if v, ok := t.integer("reset_timeout", 0); ok {
 		cb.ResetTimeout = time.Duration(v) * time.Second
 	}
+	var maxAt *origin // where reset_timeout_max was set, for a later problem
+	if v, ok := t.integer("reset_timeout_max", 0); ok {
+		cb.ResetTimeoutMax = time.Duration(v) * time.Second
+		at := t.at(t.keyPath("reset_timeout_max"))
+		maxAt = &at
+	}
+	if v, ok := share(t, "jitter", maxJitter); ok {
+		cb.Jitter = v
+	}
 	overrides := t.table("overrides")
 	for _, key := range overrides.keys() {
 		o := overrides.table(key)
 		if !o.present() {
 			continue
 		}
-		var ov Override
-		if v, ok := o.integer("failure_threshold", 1); ok {
-			ov.FailureThreshold = &v
-		}
-		if v, ok := o.integer("reset_timeout", 0); ok {
-			d := time.Duration(v) * time.Second
-			ov.ResetTimeout = &d
-		}
-		cb.Overrides[key] = ov
+		cb.Overrides[key] = readOverride(o)
 	}
 	if v, ok := e.boolean("NORA_CB_ENABLED"); ok {
 		cb.Enabled = v
@@ -53,7 +62,82 @@ func readCircuitBreaker(root tbl, e env) CircuitBreaker {
 	if v, ok := e.integer("NORA_CB_RESET_TIMEOUT", 0); ok {
 		cb.ResetTimeout = time.Duration(v) * time.Second
 	}
+	if v, ok := e.integer("NORA_CB_RESET_TIMEOUT_MAX", 0); ok {
+		cb.ResetTimeoutMax = time.Duration(v) * time.Second
+		raw, _ := e.get("NORA_CB_RESET_TIMEOUT_MAX")
+		maxAt = &origin{source: "env", key: "NORA_CB_RESET_TIMEOUT_MAX", value: raw}
+	}
+	if v, ok := e.share("NORA_CB_JITTER", maxJitter); ok {
+		cb.Jitter = v
+	}
+	if maxAt != nil && cb.ResetTimeoutMax < cb.ResetTimeout {
+		e.probs.add(maxAt.errorf("must be >= reset_timeout (%d), the open time it lets grow from",
+			int64(cb.ResetTimeout/time.Second)))
+	}
 	return cb
+}
+
+// readOverride reads one [circuit_breaker.overrides.<key>] table. A
+// reset_timeout_max below the same table's reset_timeout is a problem; one
+// below a reset_timeout set elsewhere keeps that key's open time fixed.
+func readOverride(o tbl) Override {
+	var ov Override
+	if v, ok := o.integer("failure_threshold", 1); ok {
+		ov.FailureThreshold = &v
+	}
+	if v, ok := o.integer("reset_timeout", 0); ok {
+		d := time.Duration(v) * time.Second
+		ov.ResetTimeout = &d
+	}
+	if v, ok := o.integer("reset_timeout_max", 0); ok {
+		d := time.Duration(v) * time.Second
+		ov.ResetTimeoutMax = &d
+		if ov.ResetTimeout != nil && d < *ov.ResetTimeout {
+			o.errorf(o.keyPath("reset_timeout_max"), "must be >= reset_timeout (%d) of the same table", int64(*ov.ResetTimeout/time.Second))
+		}
+	}
+	return ov
+}
+
+// share reads key as a number (integer or float) in [0, hi].
+func share(t tbl, key string, hi float64) (float64, bool) {
+	v, ok := t.m[key]
+	if !ok {
+		return 0, false
+	}
+	var f float64
+	switch n := v.(type) {
+	case int64:
+		f = float64(n)
+	case float64:
+		f = n
+	default:
+		t.errorf(t.keyPath(key), "must be a number, not %s", typeName(v))
+		return 0, false
+	}
+	if !(f >= 0 && f <= hi) { // also refuses NaN
+		t.errorf(t.keyPath(key), "must be between 0 and %v (got %v)", hi, f)
+		return 0, false
+	}
+	return f, true
+}
+
+// share parses a number in [0, hi] from the environment.
+func (e env) share(name string, hi float64) (float64, bool) {
+	v, ok := e.get(name)
+	if !ok {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	switch {
+	case err != nil:
+		e.probs.envf(name, v, "not a number")
+	case !(f >= 0 && f <= hi):
+		e.probs.envf(name, v, "must be between 0 and %v", hi)
+	default:
+		return f, true
+	}
+	return 0, false
 }
 
 // Chain returns the format's upstreams in config order: the order in which
@@ -85,14 +169,19 @@ func (c *Config) Formats() []string {
 	return out
 }
 
-// BreakerSettings are one breaker key's threshold and reset timeout, each
-// with where it came from: `override "<key>"`, `format "<fmt>"` or "global"
-// (shown by check-config and the admin API).
+// BreakerSettings are one breaker key's threshold, reset timeout and
+// maximum open time, each with where it came from: `override "<key>"`,
+// `format "<fmt>"` or "global" (shown by check-config and the admin API);
+// an unset maximum comes from "reset_timeout" and equals it. Jitter is
+// global.
 type BreakerSettings struct {
 	FailureThreshold     int
 	FailureThresholdFrom string
 	ResetTimeout         time.Duration
 	ResetTimeoutFrom     string
+	ResetTimeoutMax      time.Duration // >= ResetTimeout
+	ResetTimeoutMaxFrom  string
+	Jitter               float64
 }
 
 // HostBreaker is one breaker key of the configuration: the host it admits,
@@ -144,8 +233,12 @@ func (c *Config) HostThresholds(hostKey string, u *Upstream) BreakerSettings {
 // lookUp resolves each field from the first of names (most specific first)
 // whose override sets it; a name equal to a format is shown as `format`.
 func (c *Config) lookUp(names ...string) BreakerSettings {
-	bs := BreakerSettings{FailureThreshold: c.CircuitBreaker.FailureThreshold, FailureThresholdFrom: "global",
-		ResetTimeout: c.CircuitBreaker.ResetTimeout, ResetTimeoutFrom: "global"}
+	cb := c.CircuitBreaker
+	bs := BreakerSettings{FailureThreshold: cb.FailureThreshold, FailureThresholdFrom: "global",
+		ResetTimeout: cb.ResetTimeout, ResetTimeoutFrom: "global", Jitter: cb.Jitter}
+	if cb.ResetTimeoutMax > 0 {
+		bs.ResetTimeoutMax, bs.ResetTimeoutMaxFrom = cb.ResetTimeoutMax, "global"
+	}
 	// Walk from least to most specific so the most specific wins.
 	for i := len(names) - 1; i >= 0; i-- {
 		o, ok := c.CircuitBreaker.Overrides[names[i]]
@@ -162,6 +255,14 @@ func (c *Config) lookUp(names ...string) BreakerSettings {
 		if o.ResetTimeout != nil {
 			bs.ResetTimeout, bs.ResetTimeoutFrom = *o.ResetTimeout, from
 		}
+		if o.ResetTimeoutMax != nil {
+			bs.ResetTimeoutMax, bs.ResetTimeoutMaxFrom = *o.ResetTimeoutMax, from
+		}
+	}
+	// Unset, or below a reset_timeout set at another level: the open time
+	// stays fixed.
+	if bs.ResetTimeoutMaxFrom == "" || bs.ResetTimeoutMax < bs.ResetTimeout {
+		bs.ResetTimeoutMax, bs.ResetTimeoutMaxFrom = bs.ResetTimeout, "reset_timeout"
 	}
 	return bs
 }

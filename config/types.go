@@ -45,6 +45,13 @@ type CircuitBreaker struct {
 	Enabled          bool
 	FailureThreshold int           // >= 1; default 5
 	ResetTimeout     time.Duration // >= 0; default 30s
+	// ResetTimeoutMax bounds the open time as failed probes double it
+	// (docs/behaviour.md §4); 0 means unset: each key's reset_timeout, a
+	// fixed open time as in NORA.
+	ResetTimeoutMax time.Duration
+	// Jitter is the share, in [0, 0.5], by which open periods and
+	// Retry-After are moved at random; default 0.1.
+	Jitter float64
 	// Overrides maps a breaker key ("pypi:https://pypi.org/simple") or a
 	// format name ("pypi") to per-field overrides.
 	Overrides map[string]Override
@@ -54,6 +61,7 @@ type CircuitBreaker struct {
 type Override struct {
 	FailureThreshold *int
 	ResetTimeout     *time.Duration
+	ResetTimeoutMax  *time.Duration
 }
 
 // Upstream is one registry the proxy knows about.

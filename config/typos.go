@@ -27,11 +27,11 @@ func typoWarnings(root tbl) []string {
 		}
 	}
 	if cb, ok := subTable(root, "circuit_breaker"); ok {
-		check(cb, []string{"enabled", "failure_threshold", "reset_timeout", "overrides"})
+		check(cb, []string{"enabled", "failure_threshold", "reset_timeout", "reset_timeout_max", "jitter", "overrides"})
 		if ov, ok := subTable(cb, "overrides"); ok {
 			for _, key := range ov.keys() {
 				if o, ok := subTable(ov, key); ok {
-					check(o, []string{"failure_threshold", "reset_timeout"})
+					check(o, []string{"failure_threshold", "reset_timeout", "reset_timeout_max"})
 				}
 			}
 		}

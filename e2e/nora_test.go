@@ -180,6 +180,9 @@ type breaker struct {
 	RetryAfter     int      `json:"retry_after_seconds"`
 	Rejections     uint64   `json:"rejections"`
 	Throttled      bool     `json:"throttled"`
+	// OpenTime is the current open period: reset_timeout moved by the
+	// jitter (and grown by failed probes, when configured).
+	OpenTime float64 `json:"open_time_seconds"`
 }
 
 // breakers returns the admin view of every breaker key.
@@ -212,13 +215,14 @@ func (n *nora) breaker(t *testing.T, key string) breaker {
 }
 
 // waitProbeDue waits (polling the admin API) until the open breaker's
-// reset_timeout has passed since its last failure, so the next request is
-// the probe.
+// open period (reset_timeout, jittered) has passed since its last failure,
+// so the next request is the probe.
 func (n *nora) waitProbeDue(t *testing.T, key string, reset time.Duration) {
 	t.Helper()
-	waitFor(t, key+" probe due", reset+10*time.Second, func() bool {
+	waitFor(t, key+" probe due", 2*reset+10*time.Second, func() bool {
 		b := n.breaker(t, key)
-		return b.State != "open" || (b.LastFailureAgo != nil && *b.LastFailureAgo >= reset.Seconds()+0.05)
+		return b.State != "open" ||
+			(b.LastFailureAgo != nil && *b.LastFailureAgo >= max(reset.Seconds(), b.OpenTime)+0.05)
 	})
 }
 

@@ -77,7 +77,11 @@ func startProxyWith(t testing.TB, cfg *config.Config, log zerolog.Logger, wrap f
 	t.Helper()
 	clock := testkit.NewClock()
 	reg := prometheus.NewRegistry()
-	p, err := New(cfg, Deps{Registry: reg, Logger: log, Now: clock.Now, Version: "test", ShutdownGrace: grace})
+	// A draw of one half moves nothing: the tests' open periods and
+	// Retry-After are exactly reset_timeout (jitter has its own tests in
+	// breakerstate).
+	p, err := New(cfg, Deps{Registry: reg, Logger: log, Now: clock.Now, Rand: func() float64 { return 0.5 }, Version: "test",
+		ShutdownGrace: grace})
 	if err != nil {
 		t.Fatalf("proxy.New: %v", err)
 	}

@@ -39,7 +39,10 @@ type Deps struct {
 	Registry *prometheus.Registry
 	Logger   zerolog.Logger
 	Now      func() time.Time
-	Version  string
+	// Rand is the breakers' jitter source (breakerstate.Options.Rand); nil
+	// gives each key its own generator. Tests pin it.
+	Rand    func() float64
+	Version string
 	// ShutdownGrace is how long Serve drains after its context ends before
 	// it closes what is left (0: 25 s).
 	ShutdownGrace time.Duration
@@ -126,7 +129,7 @@ func New(cfg *config.Config, deps Deps) (*Proxy, error) {
 		return nil, err
 	}
 	if p.breakers, err = breakerstate.New(breakerstate.Options{
-		Enabled: cfg.CircuitBreaker.Enabled, Keys: keySettings(cfg), Now: deps.Now,
+		Enabled: cfg.CircuitBreaker.Enabled, Keys: keySettings(cfg), Now: deps.Now, Rand: deps.Rand,
 		Registerer: deps.Registry, OnTransition: p.logTransition,
 	}); err != nil {
 		return nil, fmt.Errorf("breakers: %w", err)
@@ -160,6 +163,7 @@ func keySettings(cfg *config.Config) []breakerstate.KeySettings {
 func keySetting(key, format string, bs config.BreakerSettings) breakerstate.KeySettings {
 	return breakerstate.KeySettings{Key: key, Format: format,
 		FailureThreshold: bs.FailureThreshold, ResetTimeout: bs.ResetTimeout,
+		ResetTimeoutMax: bs.ResetTimeoutMax, Jitter: bs.Jitter,
 		ThresholdSource: bs.FailureThresholdFrom, ResetTimeoutSource: bs.ResetTimeoutFrom}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nora-breaker/nora-breaker/internal/hostport"
+	"github.com/nora-breaker/nora-breaker/internal/monotime"
 )
 
 // Learned redirect hosts (docs/behaviour.md §3.2): a host named in the
@@ -29,7 +30,9 @@ type LearnedHost struct {
 	Upstream string
 	// Scheme is the scheme the redirect named: only requests of that
 	// scheme are the learned host's.
-	Scheme  string
+	Scheme string
+	// expires is the reading of the set's monotonic clock at which the
+	// host is forgotten.
 	expires atomic.Int64
 }
 
@@ -40,14 +43,21 @@ func (h *LearnedHost) Key() string { return h.Upstream + "@" + h.Name }
 // without a lock; learning a new host copies it (rare), refreshing a known
 // one only moves its expiry.
 type Learned struct {
-	now  func() time.Time
+	// mono times the expiries: a wall-clock step must not keep a host
+	// learned longer, nor forget it early.
+	mono monotime.Clock
 	mu   sync.Mutex // serialises learning
 	view atomic.Pointer[map[string]*LearnedHost]
 }
 
-// NewLearned returns an empty set of learned hosts, timed by now.
-func NewLearned(now func() time.Time) *Learned {
-	l := &Learned{now: now}
+// NewLearned returns an empty set of learned hosts, timed by now through
+// monotime.Of: with time.Now the expiries follow Go's monotonic clock.
+func NewLearned(now func() time.Time) *Learned { return newLearned(monotime.Of(now)) }
+
+// newLearned is NewLearned on a monotonic clock given directly, so a test
+// can step the wall clock alone.
+func newLearned(mono monotime.Clock) *Learned {
+	l := &Learned{mono: mono}
 	empty := map[string]*LearnedHost{}
 	l.view.Store(&empty)
 	return l
@@ -61,10 +71,10 @@ func (l *Learned) Learn(upstream string, target *url.URL) bool {
 		return false
 	}
 	hp, name := learnedHostPort(target)
-	now := l.now()
-	expires := now.Add(learnedTTL).UnixNano()
+	now := int64(l.mono())
+	expires := now + int64(learnedTTL)
 	if h, ok := (*l.view.Load())[hp]; ok && h.Upstream == upstream && h.Scheme == target.Scheme &&
-		h.expires.Load() > now.UnixNano() {
+		h.expires.Load() > now {
 		h.expires.Store(expires)
 		return false
 	}
@@ -73,7 +83,7 @@ func (l *Learned) Learn(upstream string, target *url.URL) bool {
 	cur := *l.view.Load()
 	next := make(map[string]*LearnedHost, len(cur)+1)
 	for k, h := range cur {
-		if h.expires.Load() > now.UnixNano() {
+		if h.expires.Load() > now {
 			next[k] = h
 		}
 	}
@@ -102,7 +112,7 @@ func dropSoonest(m map[string]*LearnedHost) {
 // Lookup returns the learned host for host:port while its time lasts.
 func (l *Learned) Lookup(host, port string) (*LearnedHost, bool) {
 	h, ok := (*l.view.Load())[hostport.Join(host, port)]
-	if !ok || h.expires.Load() <= l.now().UnixNano() {
+	if !ok || h.expires.Load() <= int64(l.mono()) {
 		return nil, false
 	}
 	return h, true
@@ -110,7 +120,7 @@ func (l *Learned) Lookup(host, port string) (*LearnedHost, bool) {
 
 // Current lists the learned hosts whose time lasts.
 func (l *Learned) Current() []*LearnedHost {
-	now := l.now().UnixNano()
+	now := int64(l.mono())
 	var out []*LearnedHost
 	for _, h := range *l.view.Load() {
 		if h.expires.Load() > now {

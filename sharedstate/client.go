@@ -108,7 +108,8 @@ func New(opts Options) (*Client, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
-	c.set.SetShare(&breakerstate.Share{Transition: c.onTransition, Forced: c.onForced})
+	c.set.SetShare(&breakerstate.Share{Transition: c.onTransition, Forced: c.onForced,
+		Failure: c.onFailure, Recovery: c.onRecovery})
 	c.wg.Add(3)
 	go func() { defer c.wg.Done(); c.loop(ctx) }()
 	go func() { defer c.wg.Done(); c.receive(ctx) }()

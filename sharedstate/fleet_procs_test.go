@@ -20,10 +20,15 @@ import (
 )
 
 // The process fleet's breaker settings. reset_timeout is whole seconds in
-// the config, so one second is the shortest period the fleet can have.
+// the config, so one second is the shortest reset_timeout the fleet can
+// have; the jitter is the default, written out, so each open period lasts
+// between procShortest and procLongest.
 const (
 	procThreshold = 3
 	procReset     = time.Second
+	procJitter    = 0.1
+	procShortest  = time.Duration(float64(procReset) * (1 - procJitter))
+	procLongest   = time.Duration(float64(procReset) * (1 + procJitter))
 )
 
 // buildBinary builds nora-breaker with scripts/build.sh (the flags CI ships
@@ -69,8 +74,8 @@ type proxyProc struct {
 // as its only registry, and the fleet's Redis when redisURL is set.
 func procConfig(p *proxyProc, redisURL string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "[circuit_breaker]\nenabled = true\nfailure_threshold = %d\nreset_timeout = %d\n\n",
-		procThreshold, int(procReset.Seconds()))
+	fmt.Fprintf(&b, "[circuit_breaker]\nenabled = true\nfailure_threshold = %d\nreset_timeout = %d\njitter = %v\n\n",
+		procThreshold, int(procReset.Seconds()), procJitter)
 	fmt.Fprintf(&b, "[registries]\nenable = [\"npm\"]\n\n[npm]\nproxy = %q\nproxy_timeout = 5\n\n", p.up.srv.URL)
 	b.WriteString("[sidecar]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\nlog_level = \"info\"\nlog_format = \"json\"\n")
 	if redisURL != "" {

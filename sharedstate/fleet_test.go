@@ -51,11 +51,11 @@ func TestProcessFleetLearnsOnceProbesOnceRecoversTogether(t *testing.T) {
 	waitAll(t, fleet[1:], 2*time.Second, "the open reaches the other processes",
 		func(p *proxyProc) bool { return p.state(t) == "open" })
 	t.Logf("open seen by every process %v after the last failure", time.Since(lastFailure).Round(time.Millisecond))
-	// Until reset_timeout has passed since the last failure nothing may
-	// reach the upstream; a request sent later is rightly a probe, which a
+	// Until the open period (reset_timeout, jittered) has passed since the
+	// last failure nothing may reach the upstream; a request sent later is rightly a probe, which a
 	// busy machine can get to before the ten are through. Each process must
 	// answer at least one request before then, or nothing was checked.
-	due := lastFailure.Add(procReset - 50*time.Millisecond)
+	due := lastFailure.Add(procShortest - 50*time.Millisecond)
 	for i, p := range fleet[1:] {
 		checked := 0
 		for range 10 {
@@ -100,9 +100,9 @@ func TestProcessFleetLearnsOnceProbesOnceRecoversTogether(t *testing.T) {
 }
 
 // checkOneProbePerPeriod: after the last learning failure, each upstream
-// hit comes one reset_timeout after the previous one: never two in one
-// period (no gap shorter than reset_timeout), never a period skipped (no gap
-// of two). How late within its period a probe comes depends on the machine
+// hit comes one open period after the previous one: never two in one
+// period (no gap shorter than the shortest jittered period), never a period
+// skipped (no gap of two of the longest). How late within its period a probe comes depends on the machine
 // (the probe lease is a Redis command with a 500 ms timeout): with both CPUs
 // saturated a first probe came 1.5 s after the failure, which the upper
 // bound this test once had (reset_timeout + 400 ms) took for a fault.
@@ -118,12 +118,12 @@ func checkOneProbePerPeriod(t *testing.T, last time.Time, probes []hit, window t
 	t.Logf("%d probes in the %v since the last learning failure, sent by %v, each after the previous failure by %v",
 		len(probes), window.Round(time.Millisecond), nodes, gaps)
 	// The caller waited for three probes, so there are at least three.
-	if len(probes) > int(window/procReset)+1 {
+	if len(probes) > int(window/procShortest)+1 {
 		t.Fatalf("%d probes reached the dead upstream in %v, want one per reset_timeout (%v)",
 			len(probes), window, procReset)
 	}
 	for i, gap := range gaps {
-		if gap < procReset-50*time.Millisecond || gap >= 2*procReset {
+		if gap < procShortest-50*time.Millisecond || gap >= 2*procLongest {
 			t.Fatalf("probe %d (through %s) came %v after the previous failure, want one per %v",
 				i, nodes[i], gap, procReset)
 		}

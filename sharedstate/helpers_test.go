@@ -210,12 +210,18 @@ type node struct {
 
 func newNode(t *testing.T, name string, u *upstream, redisURL string) *node {
 	t.Helper()
+	return newNodeWith(t, name, u, redisURL, breakerstate.KeySettings{Key: fleetKey, Format: "docker",
+		FailureThreshold: threshold, ResetTimeout: resetAfter})
+}
+
+// newNodeWith is newNode with the fleet key's settings given.
+func newNodeWith(t *testing.T, name string, u *upstream, redisURL string, ks breakerstate.KeySettings) *node {
+	t.Helper()
 	n := &node{name: name, reg: prometheus.NewRegistry(), up: u,
 		http: &http.Client{Transport: &http.Transport{}, Timeout: time.Second}}
 	var err error
 	n.set, err = breakerstate.New(breakerstate.Options{Enabled: true, Registerer: n.reg,
-		Keys: []breakerstate.KeySettings{{Key: fleetKey, Format: "docker", FailureThreshold: threshold,
-			ResetTimeout: resetAfter}}})
+		Keys: []breakerstate.KeySettings{ks}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -153,7 +153,10 @@ func TestFleetLateJoinerReadsState(t *testing.T) {
 	late := newNode(t, "late", u, r.url())
 	waitUp(t, []*node{late}, true)
 	eventually(t, time.Second, "late joiner opens", func() bool { return late.state() == breakerstate.Open })
-	if got, want := late.openUntil(), first[0].openUntil(); got.Sub(want).Abs() > time.Millisecond {
+	// The record holds the time left on Redis's clock, not a time of the
+	// first pod's: the late joiner's probe falls due when the first's does,
+	// give or take the round trips between them.
+	if got, want := late.openUntil(), first[0].openUntil(); got.Sub(want).Abs() > 50*time.Millisecond {
 		t.Fatalf("late joiner open until %v, fleet %v", got, want)
 	}
 }
@@ -235,7 +238,7 @@ func TestFleetSurvivesRedisLoss(t *testing.T) {
 	eventually(t, 2*time.Second, "open_until converges", func() bool {
 		u0 := nodes[0].openUntil()
 		for _, n := range nodes[1:] {
-			if n.openUntil().Sub(u0).Abs() > time.Millisecond || n.state() == breakerstate.Closed {
+			if n.openUntil().Sub(u0).Abs() > 50*time.Millisecond || n.state() == breakerstate.Closed {
 				return false
 			}
 		}

@@ -19,6 +19,8 @@ const (
 	evLeaseEnd                    // key's lease ran out (key, round)
 	evPing                        // Redis answered a ping or not (ok)
 	evSubscribed                  // the subscription was confirmed or lost (ok)
+	evFailure                     // a local failure counted while closed (key)
+	evRecovery                    // a local success ended a run of failures (key)
 )
 
 type event struct {
@@ -36,7 +38,7 @@ type keyState struct {
 	// round changes with every new open period, close and disconnect, so a
 	// timer armed for an earlier one is recognised and dropped.
 	round   uint64
-	until   time.Time
+	due     time.Time // when this process's probe falls due
 	reset   time.Duration
 	timer   *time.Timer
 	holding bool // this process holds the probe lease of this period
@@ -63,6 +65,9 @@ func (c *Client) onTransition(tr breakerstate.Transition) {
 func (c *Client) onForced(key string, m breakerstate.Mode) {
 	c.enqueue(event{kind: evForced, key: key, mode: m})
 }
+
+func (c *Client) onFailure(key string)  { c.enqueue(event{kind: evFailure, key: key}) }
+func (c *Client) onRecovery(key string) { c.enqueue(event{kind: evRecovery, key: key}) }
 
 func (c *Client) enqueue(ev event) {
 	select {
@@ -112,6 +117,16 @@ func (c *Client) handle(ctx context.Context, ls *loopState, ev event) {
 		ls.end(ev.key)
 		if ls.up {
 			c.check(ls, c.st.force(ev.key, ev.mode))
+		}
+	case evFailure, evRecovery:
+		// Counts are the fleet's only while it is reachable: a failure
+		// missed meanwhile costs at most one more request per process.
+		if ls.up {
+			op := opFail
+			if ev.kind == evRecovery {
+				op = opOK
+			}
+			c.check(ls, c.st.publish(message{Op: op, Key: ev.key, Pod: c.st.pod}))
 		}
 	case evRemote:
 		c.remote(ctx, ls, ev.payload)
@@ -181,11 +196,7 @@ func (c *Client) localTransition(ctx context.Context, ls *loopState, tr breakers
 		if tr.OpenUntil.IsZero() {
 			return
 		}
-		reset := tr.OpenUntil.Sub(tr.At)
-		if r, err := c.set.ResetTimeout(tr.Key); err == nil {
-			reset = r
-		}
-		c.shareOpen(ctx, ls, tr.Key, tr.OpenUntil, reset)
+		c.shareOpen(ctx, ls, tr.Key, tr.OpenUntil, tr.FailedProbes)
 	case breakerstate.Closed:
 		ls.end(tr.Key)
 		if ls.up {
@@ -194,22 +205,31 @@ func (c *Client) localTransition(ctx context.Context, ls *loopState, tr breakers
 	}
 }
 
-// shareOpen records a local open period and schedules the lease attempt;
-// if the fleet already knows a later open_until, that one is adopted.
-func (c *Client) shareOpen(ctx context.Context, ls *loopState, key string, until time.Time, reset time.Duration) {
+// shareOpen records a local open period, whose probe falls due at due (a
+// reading of c.now), and schedules the lease attempt; if the fleet already
+// knows a period that ends later, that one is adopted (bounded, by
+// ApplyRemoteOpen). Only the time left goes to Redis, never due itself.
+func (c *Client) shareOpen(ctx context.Context, ls *loopState, key string, due time.Time, probes int) {
 	ls.end(key)
 	if !ls.up {
 		return
 	}
-	fleet, forced, err := c.st.open(key, until, reset, c.now())
-	if !c.check(ls, err) || forced {
+	reset, err := c.set.ResetTimeout(key)
+	if err != nil {
+		return // the key left the configuration meanwhile
+	}
+	bound, _ := c.set.OpenBound(key)
+	wait := due.Sub(c.now())
+	fleet, err := c.st.open(key, wait, probes, bound, reset)
+	if !c.check(ls, err) || fleet.forced {
 		return
 	}
-	if fleet.After(until) {
-		_ = c.set.ApplyRemoteOpen(key, fleet)
-		until = fleet
+	if fleet.wait > wait || fleet.probes > probes {
+		if d, err := c.set.ApplyRemoteOpen(key, fleet.wait, fleet.probes); err == nil && !d.IsZero() {
+			due = d
+		}
 	}
-	c.schedule(ctx, ls, key, until, reset)
+	c.schedule(ctx, ls, key, due, reset)
 }
 
 // remote applies a message from another process.
@@ -224,13 +244,18 @@ func (c *Client) remote(ctx context.Context, ls *loopState, payload string) {
 	}
 	switch m.Op {
 	case opOpen:
-		until := fromMillis(m.Until)
-		if c.set.ApplyRemoteOpen(m.Key, until) != nil {
-			return // a key this process does not have
+		wait, ok := m.wait(c.now())
+		if !ok {
+			c.log.Debug().Str("key", m.Key).Int64("until", m.Until).
+				Msg("shared state: ignored an open whose time lies more than a day away")
+			return
+		}
+		due, err := c.set.ApplyRemoteOpen(m.Key, wait, m.Probes)
+		if err != nil || due.IsZero() {
+			return // a key this process does not have, or one forced here
 		}
 		if reset, err := c.set.ResetTimeout(m.Key); err == nil {
-			ls.end(m.Key)
-			c.schedule(ctx, ls, m.Key, until, reset)
+			c.schedule(ctx, ls, m.Key, due, reset)
 		}
 	case opClose:
 		ls.end(m.Key)
@@ -239,5 +264,9 @@ func (c *Client) remote(ctx context.Context, ls *loopState, payload string) {
 		ls.end(m.Key)
 		mode, _ := breakerstate.ParseMode(m.Mode)
 		_ = c.set.ApplyRemoteForce(m.Key, mode)
+	case opFail:
+		_ = c.set.ApplyRemoteFailure(m.Key)
+	case opOK:
+		_ = c.set.ApplyRemoteRecovery(m.Key)
 	}
 }

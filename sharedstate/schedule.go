@@ -11,7 +11,7 @@ import (
 // lease vanished between SET NX and PTTL).
 const minRetry = 10 * time.Millisecond
 
-// leadTime is how long before open_until the lease is tried, so that the
+// leadTime is how long before the probe is due the lease is tried, so that the
 // holder knows it may probe when the first request after open_until
 // arrives: the request path never waits for Redis.
 func leadTime(reset time.Duration) time.Duration {
@@ -19,13 +19,13 @@ func leadTime(reset time.Duration) time.Duration {
 }
 
 // schedule starts a new open period for key: the lease is tried shortly
-// before until.
-func (c *Client) schedule(ctx context.Context, ls *loopState, key string, until time.Time, reset time.Duration) {
+// before due, when this process's probe falls due.
+func (c *Client) schedule(ctx context.Context, ls *loopState, key string, due time.Time, reset time.Duration) {
 	ls.end(key)
 	ls.lastRound++
-	ks := &keyState{round: ls.lastRound, until: until, reset: reset}
+	ks := &keyState{round: ls.lastRound, due: due, reset: reset}
 	ls.keys[key] = ks
-	c.arm(ctx, ks, key, evLeaseTry, until.Sub(c.now())-leadTime(reset))
+	c.arm(ctx, ks, key, evLeaseTry, due.Sub(c.now())-leadTime(reset))
 }
 
 // arm fires ev for key's current round after d.
@@ -89,14 +89,15 @@ func (ls *loopState) stopAll() {
 // this process saw failures the fleet may not know about. A forced mode with
 // no fleet record is released: an operator's later release may be what
 // this process missed, and a forced open that nobody can see is the worse
-// mistake.
+// mistake. A record whose open_until lies more than a day from Redis's
+// clock is absurd and counts as none.
 func (c *Client) resync(ctx context.Context, ls *loopState) {
 	statuses := c.set.Statuses()
 	keys := make([]string, len(statuses))
 	for i, s := range statuses {
 		keys[i] = s.Key
 	}
-	recs, err := c.st.records(keys)
+	recs, redisNow, err := c.st.records(keys)
 	if !c.check(ls, err) {
 		return
 	}
@@ -105,6 +106,10 @@ func (c *Client) resync(ctx context.Context, ls *loopState) {
 			return
 		}
 		rec, has := recs[s.Key]
+		var wait time.Duration
+		if has && rec.Mode == modeOpen {
+			wait, has = untilFrom(rec.Until, redisNow)
+		}
 		switch {
 		case has && rec.Mode != modeOpen:
 			ls.end(s.Key)
@@ -119,23 +124,26 @@ func (c *Client) resync(ctx context.Context, ls *loopState) {
 			ls.end(s.Key)
 			_ = c.set.ApplyRemoteForce(s.Key, breakerstate.ModeAuto)
 			if has {
-				c.adopt(ctx, ls, s, fromMillis(rec.Until))
+				c.adopt(ctx, ls, s, wait, rec.Probes)
 			}
 		case has:
-			c.adopt(ctx, ls, s, fromMillis(rec.Until))
+			c.adopt(ctx, ls, s, wait, rec.Probes)
 		case s.State != breakerstate.Closed:
-			c.shareOpen(ctx, ls, s.Key, s.OpenUntil, s.ResetTimeout)
+			c.shareOpen(ctx, ls, s.Key, s.OpenUntil, s.FailedProbes)
 		}
 	}
 }
 
-// adopt applies the fleet's open_until, or publishes this process's own
-// when it is later.
-func (c *Client) adopt(ctx context.Context, ls *loopState, s breakerstate.Status, fleet time.Time) {
-	if s.State != breakerstate.Closed && s.OpenUntil.After(fleet) {
-		c.shareOpen(ctx, ls, s.Key, s.OpenUntil, s.ResetTimeout)
+// adopt applies the fleet's open period (its probe due in wait, bounded by
+// ApplyRemoteOpen), or publishes this process's own when it ends later.
+func (c *Client) adopt(ctx context.Context, ls *loopState, s breakerstate.Status, wait time.Duration, probes int) {
+	if s.State != breakerstate.Closed && s.Forced == breakerstate.ModeAuto && s.OpenUntil.Sub(c.now()) > wait {
+		c.shareOpen(ctx, ls, s.Key, s.OpenUntil, s.FailedProbes)
 		return
 	}
-	_ = c.set.ApplyRemoteOpen(s.Key, fleet)
-	c.schedule(ctx, ls, s.Key, fleet, s.ResetTimeout)
+	due, err := c.set.ApplyRemoteOpen(s.Key, wait, probes)
+	if err != nil || due.IsZero() {
+		return
+	}
+	c.schedule(ctx, ls, s.Key, due, s.ResetTimeout)
 }

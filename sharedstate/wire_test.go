@@ -18,6 +18,16 @@ func TestDecodeMessage(t *testing.T) {
 			want: message{Op: opOpen, Key: "docker:https://r", Until: 1700000000000, Pod: "a"}},
 		{in: `{"op":"close","key":"cargo","pod":"b"}`, want: message{Op: opClose, Key: "cargo", Pod: "b"}},
 		{in: `{"op":"force","key":"cargo","mode":"auto","pod":"b"}`, want: message{Op: opForce, Key: "cargo", Mode: "auto", Pod: "b"}},
+		// Since issue 21: the wait instead of a wall-clock time, the growth,
+		// and the fleet's counts.
+		{in: `{"op":"open","key":"cargo","in":30000,"probes":2,"until":1700000000000,"pod":"a"}`,
+			want: message{Op: opOpen, Key: "cargo", In: ms(30000), Probes: 2, Until: 1700000000000, Pod: "a"}},
+		{in: `{"op":"open","key":"cargo","in":0,"pod":"a"}`, want: message{Op: opOpen, Key: "cargo", In: ms(0), Pod: "a"}},
+		{in: `{"op":"fail","key":"cargo","pod":"a"}`, want: message{Op: opFail, Key: "cargo", Pod: "a"}},
+		{in: `{"op":"ok","key":"cargo","pod":"a"}`, want: message{Op: opOK, Key: "cargo", Pod: "a"}},
+		{in: `{"op":"open","key":"cargo","in":-1,"pod":"a"}`, wantErr: true},             // negative wait
+		{in: `{"op":"open","key":"cargo","in":86400001,"pod":"a"}`, wantErr: true},       // more than a day
+		{in: `{"op":"open","key":"cargo","in":5,"probes":-1,"pod":"a"}`, wantErr: true},  // negative growth
 		{in: `{"op":"open","key":"cargo","pod":"a"}`, wantErr: true},                     // no until
 		{in: `{"op":"open","key":"cargo","until":-5}`, wantErr: true},                    // negative until
 		{in: `{"op":"force","key":"cargo","mode":"sideways"}`, wantErr: true},            // bad mode
@@ -35,7 +45,7 @@ func TestDecodeMessage(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || got != c.want {
+		if err != nil || !sameMessage(got, c.want) {
 			t.Errorf("decodeMessage(%s) = %+v, %v; want %+v", c.in, got, err, c.want)
 		}
 	}
@@ -50,6 +60,8 @@ func TestDecodeRecord(t *testing.T) {
 		{in: `{"mode":"open","until":5,"pod":"a"}`, want: record{Mode: modeOpen, Until: 5, Pod: "a"}},
 		{in: `{"mode":"forced_open"}`, want: record{Mode: modeForcedOpen}},
 		{in: `{"mode":"forced_closed","pod":"x"}`, want: record{Mode: modeForcedClosed, Pod: "x"}},
+		{in: `{"mode":"open","until":5,"probes":3,"pod":"a"}`, want: record{Mode: modeOpen, Until: 5, Probes: 3, Pod: "a"}},
+		{in: `{"mode":"open","until":5,"probes":-3}`, wantErr: true},
 		{in: `{"mode":"open"}`, wantErr: true},
 		{in: `{"mode":"closed"}`, wantErr: true},
 		{in: `garbage`, wantErr: true},
@@ -63,10 +75,9 @@ func TestDecodeRecord(t *testing.T) {
 
 // What encode writes, decode reads back.
 func TestEncodeRoundTrip(t *testing.T) {
-	until := time.UnixMilli(1700000000123)
-	m := message{Op: opOpen, Key: "pypi:https://pypi.org/simple", Until: millis(until), Pod: "p"}
+	m := message{Op: opOpen, Key: "pypi:https://pypi.org/simple", In: ms(29500), Probes: 3, Until: 1700000000123, Pod: "p"}
 	got, err := decodeMessage([]byte(encode(m)))
-	if err != nil || got != m || !fromMillis(got.Until).Equal(until) {
+	if err != nil || !sameMessage(got, m) {
 		t.Fatalf("round trip: %+v, %v", got, err)
 	}
 	for _, mode := range []breakerstate.Mode{breakerstate.ModeOpen, breakerstate.ModeClosed} {
@@ -81,6 +92,36 @@ func TestEncodeRoundTrip(t *testing.T) {
 	}
 }
 
+// A message's wait: In when it has one; else its Until against the
+// reader's clock, refused more than a day away either way.
+func TestMessageWait(t *testing.T) {
+	now := time.UnixMilli(1700000000000)
+	for _, c := range []struct {
+		m    message
+		want time.Duration
+		ok   bool
+	}{
+		{message{In: ms(30000), Until: now.Add(time.Hour).UnixMilli()}, 30 * time.Second, true},
+		{message{Until: now.Add(3630 * time.Second).UnixMilli()}, 3630 * time.Second, true}, // bounded later
+		{message{Until: now.Add(-time.Second).UnixMilli()}, -time.Second, true},
+		{message{Until: now.Add(25 * time.Hour).UnixMilli()}, 25 * time.Hour, false},
+		{message{Until: now.Add(-25 * time.Hour).UnixMilli()}, -25 * time.Hour, false},
+	} {
+		if got, ok := c.m.wait(now); got != c.want || ok != c.ok {
+			t.Errorf("%+v: wait %v %v, want %v %v", c.m, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+func ms(v int64) *int64 { return &v }
+
+// sameMessage compares messages by value, In included.
+func sameMessage(a, b message) bool {
+	ai, bi := a.In, b.In
+	a.In, b.In = nil, nil
+	return a == b && (ai == nil) == (bi == nil) && (ai == nil || *ai == *bi)
+}
+
 // FuzzDecodeMessage: anyone who can publish on the channel controls the
 // payload; decoding must never panic and must only accept valid messages.
 func FuzzDecodeMessage(f *testing.F) {
@@ -88,6 +129,8 @@ func FuzzDecodeMessage(f *testing.F) {
 		`{"op":"open","key":"docker:https://r","until":1700000000000,"pod":"a"}`,
 		`{"op":"close","key":"cargo","pod":"b"}`,
 		`{"op":"force","key":"cargo","mode":"open","pod":"b"}`,
+		`{"op":"open","key":"cargo","in":30000,"probes":2,"until":1700000000000,"pod":"a"}`,
+		`{"op":"fail","key":"cargo","pod":"a"}`,
 		`{"mode":"forced_open"}`, `{}`, `null`, `[`, `{"op":"open","until":1e400}`,
 	} {
 		f.Add([]byte(s))
@@ -95,7 +138,8 @@ func FuzzDecodeMessage(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := decodeMessage(data)
 		if err == nil {
-			if m.Key == "" || len(m.Key) > maxKeyLen || (m.Op == opOpen && m.Until <= 0) {
+			if m.Key == "" || len(m.Key) > maxKeyLen || (m.Op == opOpen && m.In == nil && m.Until <= 0) ||
+				(m.In != nil && (*m.In < 0 || *m.In > maxRemoteWait.Milliseconds())) {
 				t.Fatalf("accepted invalid message %+v", m)
 			}
 			if _, err := decodeMessage([]byte(encode(m))); err != nil {

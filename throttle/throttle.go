@@ -6,6 +6,7 @@ package throttle
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nora-breaker/nora-breaker/internal/monotime"
 )
 
 // maxWait caps how long one 429 can keep a host throttled: a registry that
@@ -23,10 +26,16 @@ const maxWait = time.Hour
 // Table holds the throttled hosts by breaker key. The request path reads it
 // without a lock; marking a host is rare and may take one.
 type Table struct {
-	now func() time.Time
-	// until maps a breaker key to the unix nanoseconds until which it is
-	// throttled (0: not throttled). Entries are created on first use and
-	// never removed, so the request path only ever loads.
+	// now is the wall clock the callers compute their marks with; it is
+	// read only to turn a mark into a duration at once. Expiry itself is
+	// measured on mono, so stepping the wall clock moves no throttle
+	// (docs/behaviour.md §5.6).
+	now  func() time.Time
+	mono monotime.Clock
+	// until maps a breaker key to the mono reading (nanoseconds) until
+	// which it is throttled; an entry at or below the current reading is
+	// not throttled. Entries are created on first use and never removed,
+	// so the request path only ever loads.
 	until sync.Map // string → *atomic.Int64
 	// keys are the keys the gauge reports even while not throttled.
 	keys  atomic.Pointer[[]string]
@@ -34,9 +43,17 @@ type Table struct {
 }
 
 // New builds a Table that reports nora_upstream_throttled{registry} on reg
-// for keys (more can be named later with SetKeys).
+// for keys (more can be named later with SetKeys). now is the clock both
+// for the marks' times and, through monotime.Of, for their expiry: with
+// time.Now the expiry follows Go's monotonic clock.
 func New(now func() time.Time, keys []string, reg prometheus.Registerer) (*Table, error) {
-	t := &Table{now: now, gauge: prometheus.NewDesc("nora_upstream_throttled",
+	return newTable(now, monotime.Of(now), keys, reg)
+}
+
+// newTable is New with the expiry clock given apart, so a test can step
+// the wall clock alone.
+func newTable(now func() time.Time, mono monotime.Clock, keys []string, reg prometheus.Registerer) (*Table, error) {
+	t := &Table{now: now, mono: mono, gauge: prometheus.NewDesc("nora_upstream_throttled",
 		"1 while the host behind this breaker key is skipped after answering 429, else 0.",
 		[]string{"registry"}, nil)}
 	t.SetKeys(keys)
@@ -52,14 +69,21 @@ func (t *Table) SetKeys(keys []string) {
 	t.keys.Store(&cp)
 }
 
-// Mark throttles key until until; a later mark never shortens an earlier
-// one.
+// Mark throttles key until until, a time of the Table's clock; a later
+// mark never shortens an earlier one. until is turned into a duration at
+// once (until minus now, which with time.Now is measured monotonically)
+// and the deadline kept on the monotonic clock.
 func (t *Table) Mark(key string, until time.Time) {
-	v, _ := t.until.LoadOrStore(key, new(atomic.Int64))
+	deadline := int64(t.mono() + until.Sub(t.now()))
+	// A fresh slot holds the lowest reading there is, so that it throttles
+	// nothing even against a test clock stepped below its origin.
+	fresh := new(atomic.Int64)
+	fresh.Store(math.MinInt64)
+	v, _ := t.until.LoadOrStore(key, fresh)
 	slot := v.(*atomic.Int64)
 	for {
 		cur := slot.Load()
-		if cur >= until.UnixNano() || slot.CompareAndSwap(cur, until.UnixNano()) {
+		if cur >= deadline || slot.CompareAndSwap(cur, deadline) {
 			return
 		}
 	}
@@ -71,8 +95,7 @@ func (t *Table) Left(key string) time.Duration {
 	if !ok {
 		return 0
 	}
-	left := time.Duration(v.(*atomic.Int64).Load() - t.now().UnixNano())
-	return max(left, 0)
+	return max(time.Duration(v.(*atomic.Int64).Load())-t.mono(), 0)
 }
 
 // Describe and Collect make the Table its own gauge, computed from the
