@@ -26,6 +26,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/cli"
 	"github.com/nora-breaker/nora-breaker/config"
 	"github.com/nora-breaker/nora-breaker/internal/listenaddr"
+	"github.com/nora-breaker/nora-breaker/internal/logbuf"
 	"github.com/nora-breaker/nora-breaker/proxy"
 )
 
@@ -206,7 +207,11 @@ func serve(args []string, stderr io.Writer) int {
 	if cfg == nil {
 		return code
 	}
-	logger := newLogger(cfg, stderr)
+	// Log lines are written in batches by one goroutine (logbuf), so no
+	// request waits on stderr; what is pending is written before exit.
+	logOut := logbuf.New(stderr, 0)
+	defer logOut.Close()
+	logger := newLogger(cfg, logOut)
 	// go-redis logs reconnect errors through a package-wide logger; route it
 	// into ours so every line is structured. main is the one place that may
 	// set such process-wide things.
@@ -220,8 +225,12 @@ func serve(args []string, stderr io.Writer) int {
 		logger.Error().Err(err).Msg("cannot start")
 		return cli.ExitUsage
 	}
-	p, err := proxy.New(cfg, proxy.Deps{Registry: prometheus.NewRegistry(), Logger: logger,
-		Now: time.Now, Version: version})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "nora_sidecar_log_lines_dropped_total",
+		Help: "Log lines dropped because the log's output fell more than 8 MiB behind.",
+	}, func() float64 { return float64(logOut.Dropped()) }))
+	p, err := proxy.New(cfg, proxy.Deps{Registry: reg, Logger: logger, Now: time.Now, Version: version})
 	if err != nil {
 		logger.Error().Err(err).Msg("cannot start")
 		return cli.ExitUsage

@@ -153,6 +153,9 @@ type Sidecar struct {
 	Equivalents map[string][]string
 	// Resolve maps "host:port" to "ip:port" at dial time.
 	Resolve map[string]string
+	// LogRefusals is "summary" (default: the first refusal of a key in
+	// full, then one line a second with the count left out) or "every".
+	LogRefusals string
 	// RetryAfterMax maps a format to the longest Retry-After the proxy's own
 	// 503 and 429 tell its clients (0: no limit); a longer wait is sent as 1
 	// s (docs/behaviour.md §5.7). Defaults per format (defaultRetryAfterMax)

@@ -49,6 +49,9 @@ func validateSidecar(s *Sidecar, from map[string]origin, probs *problems) {
 			probs.add(at(c.key).errorf("must be one of %s (got %q)", strings.Join(c.allowed, ", "), c.value))
 		}
 	}
+	if s.LogRefusals != "summary" && s.LogRefusals != "every" {
+		probs.add(at("log_refusals").errorf("must be summary or every (got %q)", s.LogRefusals))
+	}
 	if _, err := zerolog.ParseLevel(s.LogLevel); err != nil || s.LogLevel == "" {
 		probs.add(at("log_level").errorf("must be trace, debug, info, warn, error, fatal, panic or disabled (got %q)", s.LogLevel))
 	}

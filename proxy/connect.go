@@ -44,6 +44,7 @@ func (p *Proxy) onConnect(requested string, ctx *goproxy.ProxyCtx) (action *gopr
 	// trailing dot or upper case names the same upstream host.
 	addr := hostport.Join(host, port)
 	snap := p.state.Load()
+	rec.everyRefusal = snap.cfg.Sidecar.LogRefusals == "every"
 	rt := snap.routes.OfHost(host, port)
 	rec.route = rt
 	up := rt.Upstream

@@ -112,7 +112,8 @@ func TestLogBreakerTransitions(t *testing.T) {
 // synthesized answers are logged (debug included) without credentials.
 func TestLogNoSecretsOnFailurePaths(t *testing.T) {
 	dead := "http://" + closedPort(t)
-	tp, logs := ixStartProxy(t, ixTwoMaven(dead, "http://"+closedPort(t), ""))
+	// Every refusal in full: the GET's and the POST's 503 are of one key.
+	tp, logs := ixStartProxy(t, ixTwoMaven(dead, "http://"+closedPort(t), "[sidecar]\nlog_refusals = \"every\"\n"))
 	c := proxyClient(t, tp, nil)
 	secrets := []string{"s3cret-bearer-a1", "s3cret-cookie-b2", "s3cret-token-c3"}
 	hdr := http.Header{"Authorization": {"Bearer " + secrets[0]}, "Cookie": {"sid=" + secrets[1]}}

@@ -45,3 +45,37 @@ func (l *lineLimiter) allow() (ok bool, suppressed int64) {
 	suppressed, l.suppressed = l.suppressed, 0
 	return true, suppressed
 }
+
+// refusalLimiters summarise the log lines of refusals (the proxy's own 503s
+// and 429s, policy's 403s) per key and kind during an outage
+// (docs/behaviour.md §9): the first line in full, then at most one line a
+// second, saying how many were left out. Metrics count every one. The keys
+// are breaker keys and fixed kinds, so the map stays small; it is cleared
+// should it ever grow past maxRefusalKeys.
+type refusalLimiters struct {
+	now func() time.Time
+	mu  sync.Mutex
+	m   map[string]*lineLimiter
+}
+
+const maxRefusalKeys = 4096
+
+func newRefusalLimiters(now func() time.Time) *refusalLimiters {
+	return &refusalLimiters{now: now, m: map[string]*lineLimiter{}}
+}
+
+// allow reports whether a refusal line for key may be written now and, if
+// so, how many were left out before it.
+func (r *refusalLimiters) allow(key string) (bool, int64) {
+	r.mu.Lock()
+	l := r.m[key]
+	if l == nil {
+		if len(r.m) >= maxRefusalKeys {
+			clear(r.m)
+		}
+		l = newLineLimiter(r.now, time.Second, 1)
+		r.m[key] = l
+	}
+	r.mu.Unlock()
+	return l.allow()
+}

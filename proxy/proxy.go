@@ -88,6 +88,8 @@ type Proxy struct {
 	admin   *admin.Server
 	// goneLog rate-limits the log lines of requests whose client went away.
 	goneLog *lineLimiter
+	// refusals summarise the log lines of refusals per key.
+	refusals *refusalLimiters
 	// drainers are the client connections that left net/http (tunnels,
 	// intercepted connections, protocol switches), drained at shutdown.
 	drainers clientconn.Drainers
@@ -119,7 +121,7 @@ func New(cfg *config.Config, deps Deps) (*Proxy, error) {
 		history: &admin.History{}, answered: &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody},
 		fixed:   fixedSettings{idleTimeout: cfg.Sidecar.IdleTimeout, maxConnections: cfg.Sidecar.MaxConnections},
 		learned: route.NewLearned(deps.Now),
-		goneLog: newLineLimiter(deps.Now, time.Second, goneLogBurst)}
+		goneLog: newLineLimiter(deps.Now, time.Second, goneLogBurst), refusals: newRefusalLimiters(deps.Now)}
 	snap, err := p.buildSnapshot(cfg, nil)
 	if err != nil {
 		return nil, err

@@ -183,5 +183,5 @@ func keysOf(m map[string]bool) []string {
 func reloadableSettings() []string {
 	return []string{"upstream_ca", "dial_timeout", "tls_handshake_timeout", "resolve", "allow_hosts",
 		"deny_unlisted", "aliases", "equivalents", "stale_authenticated", "admin_token", "throttle_default",
-		"credential_headers", "max_upstream_conns_per_host", "retry_after_max"}
+		"credential_headers", "max_upstream_conns_per_host", "retry_after_max", "log_refusals"}
 }

@@ -40,6 +40,9 @@ type record struct {
 	// err is why the proxy answered with an error of its own outside the
 	// fallback loop (an unclassified host, a CONNECT's dial), for the log.
 	err error
+	// everyRefusal logs every refusal in full (log_refusals = "every",
+	// taken from the request's snapshot); else they are summarised.
+	everyRefusal bool
 }
 
 func (p *Proxy) newRecord(req *http.Request) *record {
@@ -106,6 +109,14 @@ func (p *Proxy) emit(rec *record, bytes int64) {
 			return
 		}
 		ev = ev.Bool("client_gone", true).Int64("suppressed_before", left)
+	} else if isRefusal(rec.result) && !rec.everyRefusal {
+		ok, left := p.refusals.allow(string(rec.result) + " " + rec.key())
+		if !ok {
+			return
+		}
+		if left > 0 {
+			ev = ev.Int64("suppressed_before", left)
+		}
 	}
 	if rec.err != nil {
 		ev = ev.Str("error", rec.err.Error())
@@ -118,6 +129,14 @@ func (p *Proxy) emit(rec *record, bytes int64) {
 		Array("attempts", &rec.attempts).Int64("bytes", bytes).
 		Float64("duration_ms", float64(p.now().Sub(rec.start).Microseconds())/1000).
 		Msg("request")
+}
+
+// isRefusal reports the answers the proxy gives in its own name by the
+// thousand during an outage: a breaker's 503, a throttled host's answer.
+// Policy's refusals (403) are each logged: they tell of a client, not of an
+// outage, and an operator wants every host a client was refused.
+func isRefusal(r answer.Result) bool {
+	return r == answer.Synthesized503 || r == answer.Throttled
 }
 
 // loggedBody counts the bytes sent to the client and logs the request when

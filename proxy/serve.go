@@ -68,6 +68,7 @@ func (p *Proxy) handle(req *http.Request, target *tunnel.Target) (resp *http.Res
 // answer: the checks every request passes, then either the fallback loop
 // (classified) or a plain pass-through (unclassified).
 func (p *Proxy) serve(req *http.Request, target *tunnel.Target, snap *snapshot, rec *record) *http.Response {
+	rec.everyRefusal = snap.cfg.Sidecar.LogRefusals == "every"
 	if hook := p.testHook.Load(); hook != nil {
 		(*hook)(req)
 	}
