@@ -167,3 +167,22 @@ func signLeaf(ca *tls.Certificate, host string, now time.Time) (*tls.Certificate
 	chain := append([][]byte{der}, ca.Certificate...)
 	return &tls.Certificate{Certificate: chain, PrivateKey: key, Leaf: leaf}, nil
 }
+
+// Warm cuts, in the background, the leaves of hosts that are sure to be
+// intercepted (the configured upstreams' hosts), so the first client of
+// each does not wait for a signature: a leaf that is cached already is left
+// alone, and one is cut at a time. It returns at once.
+func Warm(ca *tls.Certificate, store *Store, hosts []string) {
+	if store == nil || len(hosts) == 0 {
+		return
+	}
+	go func() {
+		for _, h := range hosts {
+			name, err := normalizeHost(h)
+			if err != nil {
+				continue
+			}
+			_, _ = store.Fetch(name, func() (*tls.Certificate, error) { return signLeaf(ca, name, store.now()) })
+		}
+	}()
+}

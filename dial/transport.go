@@ -84,7 +84,10 @@ func (s Settings) Policy(own *atomic.Pointer[destination.Own], denyUnlisted bool
 // (TLS verified against the system roots plus upstream_ca, never the
 // environment's proxy) and the dialer it and every tunnel dial with.
 func NewTransport(s Settings, own *atomic.Pointer[destination.Own]) (*http.Transport, *Dialer, error) {
-	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12}
+	// Sessions are resumed: a new connection to an upstream already met
+	// (another of its host names, one after an idle close) skips the full
+	// handshake.
+	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12, ClientSessionCache: tls.NewLRUClientSessionCache(1024)}
 	if s.upstreamCA != "" {
 		pool, err := certs.Roots(s.upstreamCA)
 		if err != nil {

@@ -213,7 +213,25 @@ func (p *Proxy) buildCA(cfg *config.Config) error {
 		Leaves: certs.NewStore(certs.StoreOptions{Now: p.now, OnGenerate: p.metrics.leaves.Inc}),
 		Idle:   p.fixed.idleTimeout, Handle: p.handleInner, Bufs: p.bufs, Logger: p.log, ErrorLog: p.errorLog(),
 		Drainers: &p.drainers}
+	p.warmLeaves(cfg)
 	return nil
+}
+
+// warmLeaves has the interception CA sign, in the background, the leaves of
+// every host of cfg's upstreams (URL hosts, aliases, equivalents), which
+// are intercepted whenever a client comes: their first client then pays no
+// signature (docs/behaviour.md §5.2).
+func (p *Proxy) warmLeaves(cfg *config.Config) {
+	if p.interceptor == nil {
+		return
+	}
+	var hosts []string
+	for _, u := range cfg.Upstreams {
+		for _, h := range u.Hosts {
+			hosts = append(hosts, route.HostPortOf(u, h))
+		}
+	}
+	certs.Warm(p.interceptor.CA, p.interceptor.Leaves, hosts)
 }
 
 // buildGoproxy sets up goproxy for the two things it does here: parsing

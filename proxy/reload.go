@@ -34,6 +34,7 @@ func (p *Proxy) Reload(cfg *config.Config) (needsRestart []string, err error) {
 		old.transport.CloseIdleConnections()
 	}
 	p.metrics.reloads.WithLabelValues("ok").Inc()
+	p.warmLeaves(cfg)
 	for _, s := range restartSettings() {
 		if s.changed(old.cfg.Sidecar, cfg.Sidecar) {
 			needsRestart = append(needsRestart, s.key)
