@@ -1,0 +1,224 @@
+package dial
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// countingServer is an httptest server that counts the connections it
+// accepted.
+func countingServer(t *testing.T, h http.HandlerFunc) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, &conns
+}
+
+func plainDial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, network, addr)
+}
+
+func get(t *testing.T, rt http.RoundTripper, url string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, string(b)
+}
+
+// TestH1KeepsConnections: answers read to their end leave the connection
+// for the next request; one closed early closes its connection.
+func TestH1KeepsConnections(t *testing.T) {
+	srv, conns := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s %s", r.Method, r.URL.Path)
+	})
+	tr := newH1(plainDial, 0)
+	for i := range 10 {
+		if _, body := get(t, tr, fmt.Sprintf("%s/a/%d", srv.URL, i)); body != fmt.Sprintf("GET /a/%d", i) {
+			t.Fatalf("body %q", body)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("%d connections for 10 sequential requests, want 1", n)
+	}
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/b", nil)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close() // unread: the connection cannot be reused
+	get(t, tr, srv.URL+"/c")
+	if n := conns.Load(); n != 2 {
+		t.Fatalf("%d connections after an answer closed unread, want 2", n)
+	}
+}
+
+// TestH1RetriesAConnectionTheUpstreamClosed: a kept connection the upstream
+// closed meanwhile is noticed at the next request, which is sent again on a
+// new connection.
+func TestH1RetriesAConnectionTheUpstreamClosed(t *testing.T) {
+	srv, conns := countingServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	tr := newH1(plainDial, 0)
+	get(t, tr, srv.URL+"/1")
+	srv.CloseClientConnections()
+	if _, body := get(t, tr, srv.URL+"/2"); body != "ok" {
+		t.Fatalf("body %q", body)
+	}
+	if n := conns.Load(); n != 2 {
+		t.Fatalf("%d connections, want 2", n)
+	}
+}
+
+// TestH1CancelEndsTheWait: the request's context ending unblocks a round
+// trip waiting for headers, with the context's error.
+func TestH1CancelEndsTheWait(t *testing.T) {
+	release := make(chan struct{})
+	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) { <-release })
+	defer close(release)
+	tr := newH1(plainDial, 0)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/hang", nil)
+	done := make(chan error, 1)
+	go func() {
+		_, err := tr.RoundTrip(req)
+		done <- err
+	}()
+	cancel(errors.New("the header wait ran out"))
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v, want the context's", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a cancelled round trip still waits")
+	}
+}
+
+// rawServer answers every connection with the given bytes.
+func rawServer(t *testing.T, answer string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				if _, err := http.ReadRequest(br); err != nil {
+					return
+				}
+				io.WriteString(c, answer)
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+// TestH1HostileAnswers: an endless header is cut off at the bound, and 1xx
+// answers before the real one are passed over.
+func TestH1HostileAnswers(t *testing.T) {
+	tr := newH1(plainDial, 0)
+	tr.maxHeader = 4 << 10
+	endless := rawServer(t, "HTTP/1.1 200 OK\r\nX-A: "+strings.Repeat("a", 64<<10)+"\r\n\r\n")
+	req, _ := http.NewRequest(http.MethodGet, endless+"/", nil)
+	if _, err := tr.RoundTrip(req); err == nil || !strings.Contains(err.Error(), "too large") {
+		t.Fatalf("a 64 KiB header against a 4 KiB bound: %v", err)
+	}
+	hints := rawServer(t, "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	if resp, body := get(t, tr, hints+"/"); resp.StatusCode != 200 || body != "ok" {
+		t.Fatalf("after a 103: %d %q", resp.StatusCode, body)
+	}
+}
+
+// TestH1BoundsConnectionsPerHost: with a bound of 2, a third concurrent
+// request waits for a connection instead of opening one.
+func TestH1BoundsConnectionsPerHost(t *testing.T) {
+	var inside, most atomic.Int64
+	release := make(chan struct{})
+	srv, conns := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		n := inside.Add(1)
+		for {
+			m := most.Load()
+			if n <= m || most.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		<-release
+		inside.Add(-1)
+		io.WriteString(w, "ok")
+	})
+	tr := newH1(plainDial, 2)
+	var wg sync.WaitGroup
+	for i := range 6 {
+		wg.Go(func() { get(t, tr, fmt.Sprintf("%s/%d", srv.URL, i)) })
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for inside.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(release)
+	wg.Wait()
+	if most.Load() > 2 || conns.Load() > 2 {
+		t.Fatalf("%d requests at once over %d connections, want at most 2", most.Load(), conns.Load())
+	}
+}
+
+// TestH1Concurrent: many goroutines over a few hosts, bodies whole (-race).
+func TestH1Concurrent(t *testing.T) {
+	var srvs []*httptest.Server
+	for range 3 {
+		srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, strings.Repeat(r.URL.Path, 100))
+		})
+		srvs = append(srvs, srv)
+	}
+	tr := newH1(plainDial, 8)
+	var wg sync.WaitGroup
+	for g := range 32 {
+		wg.Go(func() {
+			for i := range 50 {
+				path := fmt.Sprintf("/%d-%d", g, i)
+				_, body := get(t, tr, srvs[(g+i)%3].URL+path)
+				if body != strings.Repeat(path, 100) {
+					t.Errorf("%s: body %d bytes", path, len(body))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	tr.CloseIdleConnections()
+}
