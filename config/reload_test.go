@@ -73,3 +73,21 @@ func TestReloadRefusesWhatNoOperatorMeant(t *testing.T) {
 		t.Errorf("adding an upstream: %v", err)
 	}
 }
+
+// TestRetryAfterMaxTable: [sidecar.retry_after_max] sets formats' limits
+// over the defaults, 0 for none; a bad value is an error at its line.
+func TestRetryAfterMaxTable(t *testing.T) {
+	cfg := mustLoad(t, "[sidecar.retry_after_max]\npypi = \"0\"\ndocker = \"30s\"\n", nil, Flags{})
+	got := cfg.Sidecar.RetryAfterMax
+	if got["pypi"] != 0 || got["docker"] != 30*time.Second || got["npm"] != time.Second || got["maven"] != 0 {
+		t.Fatalf("retry_after_max = %v", got)
+	}
+	if _, err := load(t, "[sidecar.retry_after_max]\npypi = \"soon\"\n", nil, Flags{}); err == nil ||
+		!strings.Contains(err.Error(), "retry_after_max") {
+		t.Fatalf("a bad duration: %v", err)
+	}
+	env := map[string]string{"NORA_SIDECAR_RETRY_AFTER_MAX": "cargo=2s"}
+	if cfg := mustLoad(t, "", env, Flags{}); cfg.Sidecar.RetryAfterMax["cargo"] != 2*time.Second {
+		t.Fatalf("from the environment: %v", cfg.Sidecar.RetryAfterMax)
+	}
+}

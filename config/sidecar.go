@@ -105,7 +105,7 @@ func readSidecar(root tbl, e env, flags Flags) (Sidecar, map[string]origin) {
 	s := defaultSidecar()
 	r := sidecarReader{t: root.table("sidecar"), e: e, from: map[string]origin{}}
 	fields := sidecarFields(&s)
-	known := map[string]bool{"aliases": true, "equivalents": true, "resolve": true}
+	known := map[string]bool{"aliases": true, "equivalents": true, "resolve": true, "retry_after_max": true}
 	for _, f := range fields {
 		known[f.key] = true
 		r.fromFile(f)
