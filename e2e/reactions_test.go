@@ -230,8 +230,10 @@ e2e = "http://` + rxDeb + `/debian"
 		// Every format's clients are told the scenario's Retry-After as
 		// it is: what a client does with a given value is what is
 		// measured (the product's own limit, retry_after_max, is then
-		// read off the table).
-		sidecar:    "[sidecar.retry_after_max]\npypi = \"0\"\nnpm = \"0\"\nmaven = \"0\"\ngo = \"0\"\ncargo = \"0\"\ndocker = \"0\"\ndeb = \"0\"\n",
+		// read off the table). Every refusal is logged, so that each
+		// request a client sends is counted (the default summarises a
+		// key's refusals to one line a second).
+		sidecar:    "log_refusals = \"every\"\n[sidecar.retry_after_max]\npypi = \"0\"\nnpm = \"0\"\nmaven = \"0\"\ngo = \"0\"\ncargo = \"0\"\ndocker = \"0\"\ndeb = \"0\"\n",
 		resolve:    resolve,
 		upstreamCA: ca.pemPath,
 	})
