@@ -73,7 +73,8 @@ func (s *search) mayGoOn() bool {
 }
 
 // admit asks whether u, the i-th upstream of the loop, may be asked: a
-// candidate the format says may not answer the request is not; then the
+// candidate the format says may not answer the request is not, nor a
+// throttled host, nor one whose parent proxy's breaker refuses; then the
 // breaker of the host the attempt goes to decides (the addressed request's
 // own host, a candidate's URL host).
 func (s *search) admit(i int, u *config.Upstream) (breakerstate.Ticket, bool) {
@@ -90,6 +91,13 @@ func (s *search) admit(i int, u *config.Upstream) (breakerstate.Ticket, bool) {
 		s.attempts = append(s.attempts, Attempt{Key: key, Skipped: SkipThrottled})
 		return breakerstate.Ticket{}, false
 	}
+	if pk := s.parentKey(i, u); pk != "" && s.c.o.Breakers.Refusing(pk) {
+		// The way to the upstream is down, not the upstream: its own
+		// breaker is not asked, so nothing of it moves.
+		s.skipped = append(s.skipped, pk)
+		s.attempts = append(s.attempts, Attempt{Key: key, Skipped: SkipParent, Realm: pk})
+		return breakerstate.Ticket{}, false
+	}
 	if rk := s.fm.Realm(u); s.toRegistry(i, key, u) && rk != "" && s.c.o.Breakers.Refusing(rk) {
 		// Its clients cannot get a token: treat the registry as refused.
 		s.skipped = append(s.skipped, rk)
@@ -103,6 +111,19 @@ func (s *search) admit(i int, u *config.Upstream) (breakerstate.Ticket, bool) {
 		return t, false
 	}
 	return t, true
+}
+
+// parentKey is the breaker key of the parent proxy the i-th attempt goes
+// through (the client's URL for the addressed upstream, a candidate's
+// URL), or "".
+func (s *search) parentKey(i int, u *config.Upstream) string {
+	if s.r.Settings.ParentKey == nil {
+		return ""
+	}
+	if i == 0 {
+		return s.r.Settings.ParentKey(s.r.Client.URL)
+	}
+	return s.r.Settings.ParentKey(u.URL)
 }
 
 // toRegistry reports whether the i-th attempt, admitted by key, goes to

@@ -14,6 +14,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/config"
 	"github.com/nora-breaker/nora-breaker/destination"
+	"github.com/nora-breaker/nora-breaker/dial"
 	"github.com/nora-breaker/nora-breaker/internal/hostport"
 	"github.com/nora-breaker/nora-breaker/relay"
 	"github.com/nora-breaker/nora-breaker/route"
@@ -81,6 +82,13 @@ func connectRefusal(snap *snapshot, up *config.Upstream, host, port string) stri
 func (p *Proxy) serveTunnel(req *http.Request, client net.Conn, snap *snapshot, rt route.Route,
 	addr string, rec *record) {
 	defer client.Close()
+	host, port, _ := hostport.Split(addr, "")
+	if pk := snap.egress.ParentKeyOfHost(host, port); pk != "" && p.breakers.Refusing(pk) {
+		// The parent proxy the tunnel would go through is down: the
+		// upstream's breaker is not asked (docs/behaviour.md §5.8).
+		p.answerConnect(client, rec, answer.Synthesized503, p.parentUnavailable(req, pk))
+		return
+	}
 	ticket := breakerstate.Ticket{}
 	if rt.Classified() {
 		t, err := p.breakers.Admit(rt.Key)
@@ -92,7 +100,13 @@ func (p *Proxy) serveTunnel(req *http.Request, client net.Conn, snap *snapshot, 
 		}
 		ticket = t
 	}
-	upstream, err := snap.dial.DialContext(req.Context(), "tcp", addr)
+	upstream, err := snap.egress.DialTunnel(req.Context(), host, port)
+	var pe *dial.ParentError
+	if errors.As(err, &pe) && pe.Fault == dial.FaultOpen {
+		ticket.Done(breakerstate.Neutral) // the parent's breaker refused, after all
+		p.answerConnect(client, rec, answer.Synthesized503, p.parentUnavailable(req, pe.Key))
+		return
+	}
 	if errors.Is(err, destination.ErrForbidden) {
 		ticket.Done(breakerstate.Neutral) // policy, not the upstream's fault
 		p.answerConnect(client, rec, answer.Denied, answer.Refused(req, http.StatusForbidden, err.Error()))
@@ -117,6 +131,13 @@ func (p *Proxy) serveTunnel(req *http.Request, client net.Conn, snap *snapshot, 
 	rec.result, rec.status = answer.Tunnel, http.StatusOK
 	p.emit(rec, 0)
 	relay.Tunnel(client, upstream, p.bufs)
+}
+
+// parentUnavailable is the 503 for a request or tunnel that would go
+// through parent proxy key while its breaker refuses.
+func (p *Proxy) parentUnavailable(req *http.Request, key string) *http.Response {
+	state, wait, _ := p.breakers.RetryAfter(key)
+	return answer.Unavailable(req, "", key, state.String(), wait)
 }
 
 // interceptAction answers an intercepted CONNECT: goproxy hands us the raw
