@@ -48,6 +48,10 @@ type search struct {
 	// throttled records that the addressed host is throttled (it was, or
 	// it just answered 429): the terminal answer is then a 429.
 	throttled bool
+	// parentRefused is the key of the parent proxy whose breaker refused
+	// for the addressed upstream: the synthesized 503 names it, since the
+	// upstream's own breaker was never asked.
+	parentRefused string
 }
 
 // upstream is the i-th upstream of the loop's order: the addressed
@@ -96,6 +100,9 @@ func (s *search) admit(i int, u *config.Upstream) (breakerstate.Ticket, bool) {
 		// breaker is not asked, so nothing of it moves.
 		s.skipped = append(s.skipped, pk)
 		s.attempts = append(s.attempts, Attempt{Key: key, Skipped: SkipParent, Realm: pk})
+		if i == 0 {
+			s.parentRefused = pk
+		}
 		return breakerstate.Ticket{}, false
 	}
 	if rk := s.fm.Realm(u); s.toRegistry(i, key, u) && rk != "" && s.c.o.Breakers.Refusing(rk) {
@@ -251,7 +258,8 @@ func (s *search) exhausted() Result {
 
 // unavailable builds the synthesized 503: the state of the first breaker
 // that refused, and Retry-After = the smallest remaining open time of the
-// breakers that refused.
+// breakers that refused. It names the addressed host's key, or the parent
+// proxy's when that refused for it.
 func (s *search) unavailable() *http.Response {
 	state, wait := breakerstate.Closed, time.Duration(0)
 	for i, k := range s.skipped {
@@ -264,7 +272,11 @@ func (s *search) unavailable() *http.Response {
 			wait = d
 		}
 	}
-	return answer.Unavailable(s.r.Client, s.r.Addressed.Format, s.r.HostKey, state.String(), wait)
+	key := s.r.HostKey
+	if s.parentRefused != "" {
+		key = s.parentRefused
+	}
+	return answer.Unavailable(s.r.Client, s.r.Addressed.Format, key, state.String(), wait)
 }
 
 // credentialHeaders are the headers a candidate must never see: the

@@ -211,7 +211,8 @@ func TestSquidStoppedOpensTheParentsBreaker(t *testing.T) {
 			}
 			// A request with no copy gets the parent's 503.
 			resp, _ := getURL(t, c, o.URL+"/m2/never/fetched.jar")
-			if resp.StatusCode != 503 || resp.Header.Get("X-Nora-Breaker-State") != "open" || resp.Header.Get("Retry-After") == "" {
+			if resp.StatusCode != 503 || resp.Header.Get("X-Nora-Breaker-State") != "open" || resp.Header.Get("Retry-After") != "30" ||
+				resp.Header.Get("X-Nora-Breaker-Key") != parentKey {
 				t.Fatalf("no copy, parent open: %d %v", resp.StatusCode, resp.Header)
 			}
 			wantParentOpenOnAdmin(t, tp, parentKey)
