@@ -164,12 +164,16 @@ func (h *parentHop) handshake(ctx context.Context, conn net.Conn, target string)
 	// A request that is cancelled (a blind tunnel's client leaving) stops
 	// the wait at once.
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
 	br := bufio.NewReader(io.LimitReader(conn, maxConnectAnswer))
 	err := req.Write(conn)
 	var resp *http.Response
 	if err == nil {
 		resp, err = http.ReadResponse(br, req)
+	}
+	if !stop() && err == nil {
+		// Cancelled just as the answer came: the deadline set on conn
+		// would break the tunnel, and nobody waits for it any more.
+		err = ctx.Err()
 	}
 	if err != nil {
 		conn.Close()

@@ -81,7 +81,7 @@ reset_timeout = 600
 	}
 
 	// The index back on a new port: its probe closes its breaker.
-	indexAddr, index = serveDir(t, e.dir, "pypi-corp-2", e.dir+"/pypi-corp")
+	indexAddr, _ = serveDir(t, e.dir, "pypi-corp-2", e.dir+"/pypi-corp")
 	front.retarget(indexAddr)
 	e.n.waitProbeDue(t, indexKey, reset)
 	download()

@@ -202,3 +202,19 @@ allow_hosts = [%q]
 		t.Fatal("the parent was asked while its breaker was open")
 	}
 }
+
+// TestParentsLoggedWithoutCredentials: the start-up log names each parent
+// by its key, says that it is sent credentials, and never shows them.
+func TestParentsLoggedWithoutCredentials(t *testing.T) {
+	tp := newTestProxy(t, ixMaven("http://127.0.0.1:1", true, `[sidecar]
+parent_proxy = "http://build-bot:hunter2@proxy.corp.example:3128"
+parent_no_proxy = [".corp.example"]
+`), nil)
+	logs := tp.Logs.String()
+	if !strings.Contains(logs, `"parent":"parent:http://proxy.corp.example:3128","credentials":true`) {
+		t.Fatalf("no start-up line for the parent:\n%s", logs)
+	}
+	if strings.Contains(logs, "hunter2") || strings.Contains(logs, "build-bot") {
+		t.Fatalf("the log shows the parent's credentials:\n%s", logs)
+	}
+}

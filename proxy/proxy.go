@@ -127,6 +127,7 @@ func New(cfg *config.Config, deps Deps) (*Proxy, error) {
 		return nil, err
 	}
 	p.state.Store(snap)
+	p.logParents(cfg)
 	if err := p.buildFallback(cfg); err != nil {
 		return nil, err
 	}

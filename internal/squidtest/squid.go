@@ -243,21 +243,16 @@ func (s *Squid) start(bin string) error {
 	}
 }
 
-// Stop stops squid, and its helpers with it, through its PID's process
-// group (SIGTERM, then SIGKILL after 10 s) and waits for it. Its port
-// stays held: a connection to it is refused at once.
+// Stop kills squid, and its helpers with it, through its PID's process
+// group, and waits for it: a parent going down at once, as a crashed or
+// unplugged one does (a graceful squid shutdown takes seconds of its own).
+// Its port stays held: a connection to it is refused at once.
 func (s *Squid) Stop() {
 	if s.cmd == nil {
 		return
 	}
-	pid := s.cmd.Process.Pid
-	_ = syscall.Kill(-pid, syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-		<-s.done
-	}
+	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	<-s.done
 	s.cmd = nil
 }
 
