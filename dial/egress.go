@@ -9,6 +9,7 @@ import (
 	"net/url"
 
 	"github.com/nora-breaker/nora-breaker/attempt"
+	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/config"
 	"github.com/nora-breaker/nora-breaker/internal/hostport"
 	"github.com/nora-breaker/nora-breaker/route"
@@ -107,7 +108,7 @@ func (e *Egress) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := way.forward.RoundTrip(req)
 	if err != nil {
-		return nil, way.hop.blame(err, tr)
+		return nil, way.hop.forwardFailed(req.Context(), way.hop.blame(err, tr))
 	}
 	return way.hop.answered(resp)
 }
@@ -136,6 +137,25 @@ func (e *Egress) way(p *config.Parent) (*parentWay, error) {
 		return nil, &ParentError{Key: p.Key(), Fault: FaultUnreachable, Err: errors.New("no transport for this parent")}
 	}
 	return way, nil
+}
+
+// forwardFailed is the error of an absolute-form request that got no
+// answer from the parent it was sent to. The parent is the other end of
+// that connection and answers about the upstream itself (a 502, 503 or
+// 504), so a connection it breaks, closes or resets before its answer is
+// its own failure, counted for its breaker. A request that ran out of time
+// (the parent still waiting on the upstream) or that the client cancelled
+// keeps its error.
+func (h *parentHop) forwardFailed(ctx context.Context, err error) error {
+	var ne net.Error
+	if errors.Is(err, attempt.ErrParent) || ctx.Err() != nil || (errors.As(err, &ne) && ne.Timeout()) {
+		return err
+	}
+	if t, aerr := h.admit(); aerr == nil {
+		t.Done(breakerstate.Failure)
+	}
+	return &ParentError{Key: h.key, Fault: FaultUnreachable,
+		Err: fmt.Errorf("the connection to the parent broke before its answer: %w", err)}
 }
 
 // blame is a failed round trip's error as the verdicts need it: unchanged

@@ -299,6 +299,33 @@ func TestParentAnswers(t *testing.T) {
 	}
 }
 
+// TestParentBreaksTheConnection: a parent that closes the connection
+// without answering, to a CONNECT or to an absolute-form request, fails on
+// its own: the error is the parent's, neutral for the upstream, and its
+// breaker counts it.
+func TestParentBreaksTheConnection(t *testing.T) {
+	for _, target := range []string{"https://127.0.0.1:1/m2/a.jar", "http://127.0.0.1:2/m2/a.jar"} {
+		t.Run(target[:strings.Index(target, ":")], func(t *testing.T) {
+			parent := testkit.StartParent(t, &testkit.Parent{Decide: func(*http.Request) testkit.ParentAnswer {
+				return testkit.ParentAnswer{Drop: true}
+			}})
+			r := newRig(t, mavenConf(fmt.Sprintf("parent_proxy = %q\n[circuit_breaker.overrides.parent]\nfailure_threshold = 1",
+				parent.URL), "https://127.0.0.1:1/m2", "http://127.0.0.1:2/m2"))
+			_, err := r.get(t, target)
+			var pe *ParentError
+			if !errors.As(err, &pe) || pe.Fault != FaultUnreachable {
+				t.Fatalf("err = %v, want the parent's", err)
+			}
+			if got := attempt.Decide(nil, err, context.Background()); got != breakerstate.Neutral {
+				t.Fatalf("the upstream's verdict %v, want neutral", got)
+			}
+			if b := r.breaker(t, "parent:"+parent.URL); b.State != breakerstate.Open {
+				t.Fatalf("parent breaker %+v, want open after the broken connection", b)
+			}
+		})
+	}
+}
+
 // TestConfigErrorLoggedOnceAMinute: a 407 on every connection is said once
 // a minute, the next line counting the ones left out.
 func TestConfigErrorLoggedOnceAMinute(t *testing.T) {

@@ -13,10 +13,13 @@ import (
 // ParentAnswer is what a fake parent proxy does with one request for a
 // target ("host:port"): Status 0 forwards it (a CONNECT is tunnelled, an
 // absolute-form request sent on), any other status is the parent's own
-// answer with Header.
+// answer with Header, and Drop answers nothing.
 type ParentAnswer struct {
 	Status int
 	Header http.Header
+	// Drop closes the connection without an answer, as a parent that
+	// crashes or resets does.
+	Drop bool
 }
 
 // Parent is a fake parent proxy on loopback, for the answers a real one
@@ -102,7 +105,14 @@ func (p *Parent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if p.Decide != nil {
-		if a := p.Decide(r); a.Status != 0 {
+		a := p.Decide(r)
+		if a.Drop {
+			if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				c.Close()
+			}
+			return
+		}
+		if a.Status != 0 {
 			for k, vs := range a.Header {
 				w.Header()[k] = vs
 			}
