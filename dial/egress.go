@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
+	"sync/atomic"
 
 	"github.com/nora-breaker/nora-breaker/attempt"
 	"github.com/nora-breaker/nora-breaker/breakerstate"
@@ -106,11 +108,31 @@ func (e *Egress) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp, err := way.tunnel.RoundTrip(req)
 		return resp, way.hop.blame(err, tr)
 	}
+	var body *clientBody
+	if req.Body != nil && req.Body != http.NoBody {
+		body = &clientBody{ReadCloser: req.Body}
+		req.Body = body
+	}
 	resp, err := way.forward.RoundTrip(req)
 	if err != nil {
-		return nil, way.hop.forwardFailed(req.Context(), way.hop.blame(err, tr))
+		return nil, way.hop.forwardFailed(req.Context(), way.hop.blame(err, tr), body)
 	}
 	return way.hop.answered(resp)
+}
+
+// clientBody is a request body that remembers whether reading it failed:
+// then the client's upload broke, not the connection to the parent.
+type clientBody struct {
+	io.ReadCloser
+	failed atomic.Bool
+}
+
+func (b *clientBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		b.failed.Store(true)
+	}
+	return n, err
 }
 
 // DialTunnel opens the connection of a blind tunnel to host:port, directly
@@ -144,11 +166,12 @@ func (e *Egress) way(p *config.Parent) (*parentWay, error) {
 // that connection and answers about the upstream itself (a 502, 503 or
 // 504), so a connection it breaks, closes or resets before its answer is
 // its own failure, counted for its breaker. A request that ran out of time
-// (the parent still waiting on the upstream) or that the client cancelled
-// keeps its error.
-func (h *parentHop) forwardFailed(ctx context.Context, err error) error {
+// (the parent still waiting on the upstream), that the client cancelled,
+// or whose body (nil: none) the client failed to send keeps its error.
+func (h *parentHop) forwardFailed(ctx context.Context, err error, body *clientBody) error {
 	var ne net.Error
-	if errors.Is(err, attempt.ErrParent) || ctx.Err() != nil || (errors.As(err, &ne) && ne.Timeout()) {
+	if errors.Is(err, attempt.ErrParent) || ctx.Err() != nil || (errors.As(err, &ne) && ne.Timeout()) ||
+		(body != nil && body.failed.Load()) {
 		return err
 	}
 	if t, aerr := h.admit(); aerr == nil {

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -323,6 +324,28 @@ func TestParentBreaksTheConnection(t *testing.T) {
 				t.Fatalf("parent breaker %+v, want open after the broken connection", b)
 			}
 		})
+	}
+}
+
+// TestClientsBrokenUploadIsNotTheParents: a request whose body the client
+// fails to send breaks the round trip, but not because of the parent: its
+// breaker counts nothing.
+func TestClientsBrokenUploadIsNotTheParents(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) // the whole upload, before any answer
+	}))
+	t.Cleanup(up.Close)
+	parent := testkit.StartParent(t, &testkit.Parent{})
+	r := newRig(t, mavenConf(fmt.Sprintf("parent_proxy = %q\n[circuit_breaker.overrides.parent]\nfailure_threshold = 1",
+		parent.URL), up.URL+"/m2"))
+	broken := io.MultiReader(strings.NewReader("half an upload"), iotest.ErrReader(errors.New("client reset")))
+	req, _ := http.NewRequest(http.MethodPut, up.URL+"/m2/a.jar", io.NopCloser(broken))
+	req.ContentLength = 1 << 20
+	if _, err := r.egress.RoundTrip(req); err == nil || errors.Is(err, attempt.ErrParent) {
+		t.Fatalf("err = %v, want the round trip's own error, not the parent's", err)
+	}
+	if b := r.breaker(t, "parent:"+parent.URL); b.State != breakerstate.Closed || b.FailureCount != 0 {
+		t.Fatalf("parent breaker %+v: the client's broken upload counted", b)
 	}
 }
 
