@@ -32,8 +32,9 @@ var ErrUnaskedSwitch = errors.New("upstream switched protocols without being ask
 // On success the attempt context stays alive for the body and release must
 // be called once the body is done with; the answer carries no header in the
 // proxy's own x-nora- namespace. On failure the error is ErrHeaderTimeout
-// when the wait ran out, ErrUnaskedSwitch for a 101 nobody asked for, else
-// the transport's error, and nothing needs releasing.
+// when the wait ran out (unless the transport blamed the parent proxy:
+// ErrParent), ErrUnaskedSwitch for a 101 nobody asked for, else the
+// transport's error, and nothing needs releasing.
 func RoundTripWithin(rt http.RoundTripper, req *http.Request, d time.Duration) (
 	resp *http.Response, attempt context.Context, release context.CancelCauseFunc, err error) {
 	ctx, cancel := context.WithCancelCause(req.Context())
@@ -55,7 +56,10 @@ func RoundTripWithin(rt http.RoundTripper, req *http.Request, d time.Duration) (
 		resp, err = nil, ErrUnaskedSwitch
 	}
 	if err != nil {
-		if context.Cause(ctx) == ErrHeaderTimeout {
+		// The wait ran out; but a parent proxy that was still being
+		// dialled when it did is the parent's fault, not the upstream's,
+		// and dial says so with an error wrapping ErrParent.
+		if context.Cause(ctx) == ErrHeaderTimeout && !errors.Is(err, ErrParent) {
 			err = ErrHeaderTimeout
 		}
 		cancel(nil)

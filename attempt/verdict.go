@@ -26,6 +26,14 @@ var errShortBody = errors.New("response body ended before its Content-Length")
 // reset stream): the client's fault, neutral for the upstream.
 var ErrClientRequest = errors.New("the client's request could not be read")
 
+// ErrParent is wrapped by every error of the parent proxy itself (package
+// dial): it could not be reached, its TLS failed, it refused the proxy's
+// credentials, refused the tunnel, or named its own fault, or its breaker
+// is open. None of that says anything about the upstream the attempt was
+// for, so it is neutral for that upstream; the parent's own breaker judges
+// it (docs/behaviour.md §5.8).
+var ErrParent = errors.New("parent proxy")
+
 // Decide classifies one attempt at an upstream from what the transport
 // returned and whether the client is still there (docs/behaviour.md §5.1).
 // It is the only place that maps responses and errors to breaker outcomes.
@@ -34,8 +42,9 @@ var ErrClientRequest = errors.New("the client's request could not be read")
 //
 //   - neutral: the client cancelled before the upstream answered, the
 //     client's own request could not be read, policy refused the
-//     destination, or this machine failed on its own (LocalFault: out of
-//     file descriptors, buffers, memory or local ports);
+//     destination, the parent proxy failed on its own (ErrParent), or
+//     this machine failed on its own (LocalFault: out of file
+//     descriptors, buffers, memory or local ports);
 //   - failure: any other transport error (DNS, dial, TLS, header timeout)
 //     or a 5xx other than 501 and 505;
 //   - alive:   any 4xx, and 501 and 505 (the upstream answered; the
@@ -46,7 +55,8 @@ var ErrClientRequest = errors.New("the client's request could not be read")
 // Sender when it ends.
 func Decide(resp *http.Response, err error, clientCtx context.Context) breakerstate.Outcome {
 	if err != nil {
-		if errors.Is(err, destination.ErrForbidden) || errors.Is(err, ErrClientRequest) || LocalFault(err) {
+		if errors.Is(err, destination.ErrForbidden) || errors.Is(err, ErrClientRequest) || errors.Is(err, ErrParent) ||
+			LocalFault(err) {
 			return breakerstate.Neutral
 		}
 		if clientCtx != nil && clientCtx.Err() != nil && !errors.Is(err, ErrHeaderTimeout) {

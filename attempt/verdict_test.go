@@ -54,6 +54,10 @@ func TestOutcomeDecideAndStatusClass(t *testing.T) {
 		{"out of socket buffers", 0, wrap(&net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", syscall.ENOBUFS)}), live, breakerstate.Neutral, "error"},
 		{"out of local ports", 0, wrap(&net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.EADDRNOTAVAIL)}), live, breakerstate.Neutral, "error"},
 		{"a 101 nobody asked for", 0, wrap(ErrUnaskedSwitch), live, breakerstate.Failure, "error"},
+		// The parent proxy's own failures are the parent's breaker's, never
+		// the upstream's (docs/behaviour.md §5.8); package dial wraps them.
+		{"parent proxy refused the connection", 0, wrap(fmt.Errorf("%w unreachable: %w", ErrParent, dialErr)), live, breakerstate.Neutral, "error"},
+		{"parent proxy not dialled within the header wait", 0, wrap(fmt.Errorf("%w unreachable: %w", ErrParent, context.Canceled)), live, breakerstate.Neutral, "error"},
 		{"500", 500, nil, live, breakerstate.Failure, "5xx"},
 		{"502", 502, nil, live, breakerstate.Failure, "5xx"},
 		{"503", 503, nil, live, breakerstate.Failure, "5xx"},

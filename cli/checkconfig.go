@@ -56,15 +56,17 @@ func CheckConfig(cfg *config.Config, opts CheckOptions, out, errOut io.Writer) i
 	fmt.Fprintf(out, "listen: %s  admin: %s  interception: %s  stale cache: %s  shared state: %s\n\n",
 		cfg.Sidecar.Listen, cfg.Sidecar.AdminListen, onOff(cfg.Sidecar.CACert != ""), orOff(cfg.Sidecar.StaleDir),
 		orOff(cfg.Sidecar.SharedStateDisplay()))
+	fmt.Fprintf(out, "parent proxy: %s  parent_no_proxy: %s\n\n", cfg.Sidecar.ParentDisplay(),
+		orNone(strings.Join(cfg.Sidecar.ParentNoProxy, ", ")))
 	tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "FORMAT\tKEY\tURL\tHOSTS\tCHAIN\tBOUND\tTHRESHOLD\tRESET\tAUTH")
+	fmt.Fprintln(tw, "FORMAT\tKEY\tURL\tHOSTS\tCHAIN\tBOUND\tTHRESHOLD\tRESET\tAUTH\tPARENT")
 	for _, u := range cfg.Upstreams {
 		bs := cfg.HostThresholds(u.Key, u)
 		th, thFrom, rt, rtFrom := bs.FailureThreshold, bs.FailureThresholdFrom, bs.ResetTimeout, bs.ResetTimeoutFrom
 		chain := cfg.Chain(u.Format)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%t\t%d (%s)\t%s (%s)\t%s\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%t\t%d (%s)\t%s (%s)\t%s\t%s\n",
 			u.Format, u.Key, u.URL.Redacted(), strings.Join(u.Hosts, ","), u.Position+1, len(chain),
-			u.Bound, th, thFrom, rt, rtFrom, authNote(u.Auth))
+			u.Bound, th, thFrom, rt, rtFrom, authNote(u.Auth), parentNote(u.Parent))
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(out)
@@ -88,6 +90,11 @@ func printHostBreakers(cfg *config.Config, out io.Writer) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d (%s)\t%s (%s)\n", b.Key, b.Host, b.Upstream.Key, b.FailureThreshold,
 			b.FailureThresholdFrom, b.ResetTimeout, b.ResetTimeoutFrom)
 	}
+	for _, p := range cfg.Parents() {
+		bs := cfg.ParentThresholds(p)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d (%s)\t%s (%s)\n", p.Key(), p.URL.Host, "-", bs.FailureThreshold,
+			bs.FailureThresholdFrom, bs.ResetTimeout, bs.ResetTimeoutFrom)
+	}
 	_ = tw.Flush()
 }
 
@@ -98,6 +105,22 @@ func authNote(auth string) string {
 	}
 	user, _, _ := strings.Cut(auth, ":")
 	return "basic (" + user + ")"
+}
+
+// parentNote names the parent an upstream goes through, by its breaker key
+// (which carries no credential), or "direct".
+func parentNote(p *config.Parent) string {
+	if p == nil {
+		return "direct"
+	}
+	return p.Key()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 func onOff(b bool) string {

@@ -55,6 +55,53 @@ proxies = ["https://a.example/m2", { url = "https://b.example/m2", auth = "reade
 	}
 }
 
+// TestCheckConfigParents: check-config names the parent (its user, never
+// its password), which parent each upstream goes through, and the parent's
+// breaker with where its settings came from.
+func TestCheckConfigParents(t *testing.T) {
+	cfg := testkit.LoadConfig(t, `
+[registries]
+enable = "maven,go"
+[maven]
+proxies = ["https://a.example/m2"]
+[sidecar]
+parent_proxy = "http://bot:hunter2@proxy.corp:3128"
+parent_no_proxy = ["corp.example", "10.0.0.0/8"]
+[sidecar.parents]
+go = "direct"
+[circuit_breaker.overrides.parent]
+failure_threshold = 3
+`, nil)
+	var out bytes.Buffer
+	if code := CheckConfig(cfg, CheckOptions{SkipFiles: true, Now: time.Now}, &out, &out); code != ExitOK {
+		t.Fatalf("exit %d:\n%s", code, out.String())
+	}
+	got := out.String()
+	for _, want := range []string{"parent proxy: http://bot@proxy.corp:3128", "parent_no_proxy: corp.example, 10.0.0.0/8",
+		"parent:http://proxy.corp:3128  proxy.corp:3128", `3 (override "parent")`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+	for _, line := range strings.Split(got, "\n") {
+		switch {
+		case !strings.Contains(line, "https://"):
+			// not a row of the upstream table
+		case strings.HasPrefix(line, "maven "):
+			if !strings.HasSuffix(strings.TrimSpace(line), "parent:http://proxy.corp:3128") {
+				t.Errorf("maven's row does not name its parent: %q", line)
+			}
+		case strings.HasPrefix(line, "go "):
+			if !strings.HasSuffix(strings.TrimSpace(line), "direct") {
+				t.Errorf("go's row does not say direct: %q", line)
+			}
+		}
+	}
+	if strings.Contains(got, "hunter2") {
+		t.Fatal("check-config printed the parent's password")
+	}
+}
+
 func TestStatusTableAndErrors(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/breakers" {

@@ -41,8 +41,9 @@ func Load(opts Options) (*Config, error) {
 	cfg.CircuitBreaker = readCircuitBreaker(root, e)
 	enabled := enabledFormats(root, e)
 	sidecar, from := readSidecar(root, e, opts.Flags)
-	validateSidecar(&sidecar, from, probs)
+	parents, noProxy := validateSidecar(&sidecar, from, probs)
 	cfg.Sidecar = sidecar
+	cfg.Parent, cfg.NoProxy = parents.def, noProxy
 	warn := func(s string) { cfg.Warnings = append(cfg.Warnings, s) }
 	for _, spec := range formatSpecs() {
 		if !enabled[spec.name] {
@@ -55,6 +56,9 @@ func Load(opts Options) (*Config, error) {
 			in.extraHosts = r.nugetHosts()
 		}
 		cfg.Upstreams = append(cfg.Upstreams, buildChain(in, probs)...)
+	}
+	for _, u := range cfg.Upstreams {
+		u.Parent = parents.of(u)
 	}
 	if err := probs.err(); err != nil {
 		return nil, err
@@ -107,6 +111,9 @@ func warnings(cfg *Config, enabled map[string]bool) []string {
 		keys[b.Key] = true
 		keys[b.Upstream.Format] = true
 	}
+	for _, p := range cfg.Parents() {
+		keys[p.Key()], keys[ParentFormat] = true, true
+	}
 	for _, k := range sortedKeys(cfg.CircuitBreaker.Overrides) {
 		if !keys[k] && !enabled[k] {
 			out = append(out, fmt.Sprintf("circuit_breaker.overrides %q names no configured upstream key or enabled format", k))
@@ -118,6 +125,11 @@ func warnings(cfg *Config, enabled map[string]bool) []string {
 			if !keys[k] {
 				out = append(out, fmt.Sprintf("sidecar.%s %q names no configured upstream key or format", table, k))
 			}
+		}
+	}
+	for _, k := range sortedKeys(cfg.Sidecar.Parents) {
+		if !keys[k] {
+			out = append(out, fmt.Sprintf("sidecar.parents %q names no configured upstream key or format", k))
 		}
 	}
 	if !cfg.CircuitBreaker.Enabled {

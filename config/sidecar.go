@@ -51,13 +51,16 @@ func sidecarFields(s *Sidecar) []sidecarField {
 		{"shared_state", kString, &s.SharedState},
 		{"shared_state_prefix", kString, &s.SharedStatePrefix},
 		{"shared_state_password", kString, &s.SharedStatePassword},
+		{"parent_proxy", kString, &s.ParentProxy},
+		{"parent_proxy_password", kString, &s.ParentProxyPassword},
+		{"parent_no_proxy", kList, &s.ParentNoProxy},
 	}
 }
 
 // SidecarKeys lists every key of the [sidecar] table, tables included.
 func SidecarKeys() []string {
 	var s Sidecar
-	keys := []string{"aliases", "equivalents", "resolve", "retry_after_max"}
+	keys := []string{"aliases", "equivalents", "resolve", "retry_after_max", "parents"}
 	for _, f := range sidecarFields(&s) {
 		keys = append(keys, f.key)
 	}
@@ -78,6 +81,7 @@ func defaultSidecar() Sidecar {
 		Equivalents:             map[string][]string{},
 		Resolve:                 map[string]string{},
 		RetryAfterMax:           defaultRetryAfterMax(),
+		Parents:                 map[string]string{},
 		LogLevel:                "info",
 		LogFormat:               "json",
 		LogRefusals:             "summary",
@@ -105,7 +109,7 @@ func readSidecar(root tbl, e env, flags Flags) (Sidecar, map[string]origin) {
 	s := defaultSidecar()
 	r := sidecarReader{t: root.table("sidecar"), e: e, from: map[string]origin{}}
 	fields := sidecarFields(&s)
-	known := map[string]bool{"aliases": true, "equivalents": true, "resolve": true, "retry_after_max": true}
+	known := map[string]bool{"aliases": true, "equivalents": true, "resolve": true, "retry_after_max": true, "parents": true}
 	for _, f := range fields {
 		known[f.key] = true
 		r.fromFile(f)
@@ -120,6 +124,7 @@ func readSidecar(root tbl, e env, flags Flags) (Sidecar, map[string]origin) {
 	r.hostLists("equivalents", s.Equivalents)
 	r.resolve(s.Resolve)
 	r.durations("retry_after_max", s.RetryAfterMax)
+	r.parents(s.Parents)
 	if flags.Listen != "" {
 		s.Listen = flags.Listen
 		r.from["listen"] = origin{source: "flag", key: "--listen", value: flags.Listen}

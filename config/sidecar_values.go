@@ -66,10 +66,12 @@ func (r sidecarReader) fromEnv(f sidecarField) {
 	}
 	shown := v
 	switch f.key {
-	case "admin_token", "shared_state_password":
+	case "admin_token", "shared_state_password", "parent_proxy_password":
 		shown = "***"
 	case "shared_state":
 		shown = redactSharedState(v)
+	case "parent_proxy":
+		shown = redactURL(v)
 	}
 	var err error
 	switch f.kind {
@@ -257,5 +259,33 @@ func (r sidecarReader) resolve(dst map[string]string) {
 		k = strings.TrimSpace(k)
 		dst[k] = strings.TrimSpace(addr)
 		r.from["resolve."+k] = origin{source: "env", key: name, value: item}
+	}
+}
+
+// parents reads [sidecar.parents] "<key or format>" = "<parent URL or
+// direct>" and NORA_SIDECAR_PARENTS="key=url,…", which replaces it. The
+// environment's values are shown with their credentials hidden.
+func (r sidecarReader) parents(dst map[string]string) {
+	t := r.t.table("parents")
+	for _, k := range t.keys() {
+		if v, ok := t.str(k); ok {
+			dst[k] = v
+			r.from["parents."+k] = t.at(t.keyPath(k))
+		}
+	}
+	name := envName("parents")
+	v, ok := r.e.get(name)
+	if !ok {
+		return
+	}
+	clear(dst)
+	for _, item := range splitList(v) {
+		k, parent, found := strings.Cut(item, "=")
+		if k = strings.TrimSpace(k); !found || k == "" {
+			r.e.probs.envf(name, redactURL(item), "want key=parent-url or key=direct")
+			continue
+		}
+		dst[k] = strings.TrimSpace(parent)
+		r.from["parents."+k] = origin{source: "env", key: name, value: k + "=" + redactURL(parent)}
 	}
 }

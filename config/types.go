@@ -34,6 +34,13 @@ type Config struct {
 	// order the file (or env) lists them.
 	Upstreams []*Upstream
 	Sidecar   Sidecar
+	// Parent is parent_proxy parsed, with parent_proxy_password applied:
+	// what hosts no upstream owns (and upstreams with no entry of their
+	// own in [sidecar.parents]) go through; nil = none.
+	Parent *Parent
+	// NoProxy is parent_no_proxy compiled: the hosts always dialled
+	// directly.
+	NoProxy NoProxy
 
 	// Warnings are non-fatal findings (unknown override keys, an open relay,
 	// a disabled breaker) to be logged once at start and shown by check-config.
@@ -100,6 +107,11 @@ type Upstream struct {
 	// that names a registry is only answered by a candidate that serves
 	// it (docs/behaviour.md §5.4). Empty for other formats.
 	Serves []string
+	// Parent is the parent proxy the upstream's hosts (its URL host,
+	// aliases, equivalents and learned hosts) are reached through: its
+	// [sidecar.parents] entry by key, else by format, else parent_proxy;
+	// nil = directly (docs/behaviour.md §5.8).
+	Parent *Parent
 	// Position is the 0-based index in its format's chain.
 	Position int
 	// Bound is true for a docker upstream with a prefix: it has no other
@@ -192,4 +204,20 @@ type Sidecar struct {
 	// SharedStatePassword replaces the URL's password when set (env
 	// NORA_SIDECAR_SHARED_STATE_PASSWORD, typically from a secret). Never log it.
 	SharedStatePassword string
+
+	// ParentProxy is the proxy upstream traffic goes through
+	// (http[s]://[user[:pass]@]host:port); "" = every upstream is dialled
+	// directly. It may carry a password: never log it (ParentDisplay).
+	ParentProxy string
+	// ParentProxyPassword replaces the password of ParentProxy's user
+	// (env NORA_SIDECAR_PARENT_PROXY_PASSWORD, typically from a secret).
+	// Never log it.
+	ParentProxyPassword string
+	// ParentNoProxy lists the hosts, domains, addresses and CIDRs reached
+	// directly whatever the parent (Config.NoProxy is its compiled form).
+	ParentNoProxy []string
+	// Parents maps an upstream key or format to the parent its traffic
+	// goes through instead of ParentProxy: a proxy URL, or "direct".
+	// Values may carry passwords: never log them.
+	Parents map[string]string
 }

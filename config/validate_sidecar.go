@@ -11,8 +11,9 @@ import (
 )
 
 // validateSidecar checks the merged [sidecar] values and normalises host
-// lists to lower case. Problems point at wherever the value was set.
-func validateSidecar(s *Sidecar, from map[string]origin, probs *problems) {
+// lists to lower case. Problems point at wherever the value was set. It
+// returns the parent settings parsed, which Load applies to the upstreams.
+func validateSidecar(s *Sidecar, from map[string]origin, probs *problems) (parentTable, NoProxy) {
 	at := func(key string) origin {
 		if o, ok := from[key]; ok {
 			return o
@@ -76,6 +77,7 @@ func validateSidecar(s *Sidecar, from map[string]origin, probs *problems) {
 	validateHostLists("equivalents", "equivalent host", s.Equivalents, at, probs)
 	validateResolve(s.Resolve, at, probs)
 	validateSharedState(s, at, probs)
+	return validateParents(s, at, probs)
 }
 
 // validateHostLists checks and lower-cases the hosts of table

@@ -1,7 +1,8 @@
-// Package dial opens every connection the proxy makes towards an upstream:
-// a dialer that applies the [sidecar.resolve] map and the destination
-// policy to each address it is about to use, and the HTTP transport built
-// on it.
+// Package dial opens every connection the proxy makes towards an upstream,
+// directly or through a parent proxy: the dialer (the [sidecar.resolve]
+// map and the destination policy on each address it is about to use), the
+// transports built on it, and the parent proxies' hops, whose own failures
+// their breakers judge apart from any upstream's.
 package dial
 
 import (

@@ -46,6 +46,9 @@ type noraOpts struct {
 	// sidecar is more TOML for the [sidecar] table: keys first, then any of
 	// its sub-tables ([sidecar.aliases]); [sidecar.resolve] comes from resolve.
 	sidecar string
+	// env is more environment for the proxy ("NAME=value"), as a Secret
+	// would give it.
+	env []string
 }
 
 // breakerTOML is the start of a scenario's config: breakers on with the
@@ -108,7 +111,7 @@ func startNora(t *testing.T, s suite, dir string, o noraOpts) *nora {
 	if err := os.Remove(addrFile); err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
 	}
-	n.proc = startProc(t, dir, "nora-breaker", cleanEnv(), s.binary, "serve", "--config", cfg, "--addr-file", addrFile)
+	n.proc = startProc(t, dir, "nora-breaker", cleanEnv(o.env...), s.binary, "serve", "--config", cfg, "--addr-file", addrFile)
 	bound, err := listenaddr.WaitFile(addrFile, n.proc.cmd.Process.Pid, 20*time.Second)
 	if err != nil {
 		t.Fatalf("nora-breaker: %v\n%s", err, tail(n.proc.logText(), 3000))

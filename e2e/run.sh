@@ -31,6 +31,8 @@ install_apt() {
   # dpkg-dev's dpkg-scanpackages (the apt scenario builds its own repository).
   command -v containerd >/dev/null && command -v ctr >/dev/null || missing+=(containerd)
   command -v dpkg-scanpackages >/dev/null || missing+=(dpkg-dev)
+  # squid, the corporate parent proxy of the parent scenario.
+  command -v squid >/dev/null || [ -x /usr/sbin/squid ] || missing+=(squid)
   [ ${#missing[@]} -eq 0 ] && return 0
   # The packaged servers (docker-registry, containerd) must not start as services: the
   # tests start their own instances on loopback.

@@ -18,8 +18,9 @@ type Attempt struct {
 	Key string
 	// Skipped says why the upstream was not asked; "" when it was.
 	Skipped Skip
-	// Realm, for SkipRealm, is the breaker key of the host that refused
-	// on the upstream's behalf (docker: its token realm's).
+	// Realm, for SkipRealm and SkipParent, is the breaker key that
+	// refused on the upstream's behalf (docker: its token realm's; the
+	// parent proxy's).
 	Realm string
 	// Verdict is what the attempt meant for the upstream's breaker
 	// (attempt.Decide). When Pending, it is the headers' success: the
@@ -45,6 +46,9 @@ const (
 	// SkipRealm: a host the upstream needs refused (docker: its token
 	// realm's breaker).
 	SkipRealm Skip = "realm"
+	// SkipParent: the breaker of the parent proxy the upstream is
+	// reached through refused; the upstream's own was not asked.
+	SkipParent Skip = "parent"
 	// SkipNotServing: the format says the candidate does not serve what
 	// the request names (docker: the registry in ?ns=), so its answer
 	// would be another artifact under the same name.
@@ -82,7 +86,10 @@ func (a *Attempt) MarshalZerologObject(e *zerolog.Event) {
 	e.Str("key", a.Key)
 	if a.Skipped != "" {
 		e.Str("skipped", string(a.Skipped))
-		if a.Realm != "" {
+		switch {
+		case a.Realm != "" && a.Skipped == SkipParent:
+			e.Str("parent", a.Realm)
+		case a.Realm != "":
 			e.Str("realm", a.Realm)
 		}
 		return

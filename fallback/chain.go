@@ -62,6 +62,11 @@ type Chain struct {
 type Settings struct {
 	// Transport carries every attempt of the request.
 	Transport http.RoundTripper
+	// ParentKey names the breaker key of the parent proxy a URL is
+	// reached through, or "" (directly); nil: no parent anywhere. While
+	// that breaker refuses, the upstream is skipped without its own
+	// breaker being asked (docs/behaviour.md §5.8).
+	ParentKey func(*url.URL) string
 	// StaleMode is stale_authenticated: off, isolate or share.
 	StaleMode string
 	// CredentialHeaders are the request headers that carry credentials:

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -34,6 +35,18 @@ import (
 
 // realmKey is the breaker key of a host the test format says A needs.
 const realmKey = "realm:http://auth.test"
+
+// parentKey is the breaker key of the parent proxy A and B are reached
+// through (C is reached directly).
+const parentKey = "parent:http://corp-proxy.test:3128"
+
+// parentOf is the loop's Settings.ParentKey for the rig's upstreams.
+func parentOf(u *url.URL) string {
+	if u.Host == "a.test" || u.Host == "b.test" {
+		return parentKey
+	}
+	return ""
+}
 
 // loopFormat is format.Plain with a realm for A and a choice of whether
 // another upstream's 404 is final.
@@ -77,10 +90,11 @@ func newLoopRig(t *testing.T, final404 bool, deadline time.Duration) *loopRig {
 	r.b = testkit.ConfigUpstream(t, "maven", "http://b.test/mirror")
 	r.c = testkit.ConfigUpstream(t, "maven", "http://c.test/mirror")
 	r.names[r.a.Key], r.names[r.b.Key], r.names[r.c.Key], r.names[realmKey] = "A", "B", "C", "R"
+	r.names[parentKey] = "P"
 	reg := prometheus.NewRegistry()
 	r.reg = reg
 	var ks []breakerstate.KeySettings
-	for _, k := range []string{r.a.Key, r.b.Key, r.c.Key, realmKey} {
+	for _, k := range []string{r.a.Key, r.b.Key, r.c.Key, realmKey, parentKey} {
 		ks = append(ks, breakerstate.KeySettings{Key: k, Format: "maven", FailureThreshold: 3,
 			ResetTimeout: 30 * time.Second})
 	}
@@ -118,7 +132,7 @@ func (r *loopRig) serve(t *testing.T, method string) (Result, string, time.Durat
 	req.RequestURI = ""
 	start := time.Now()
 	res := r.chain.Serve(Request{Client: req, Addressed: r.a, Rel: "/g/a.jar",
-		Candidates: []*config.Upstream{r.b, r.c}, Settings: Settings{Transport: r.tr}})
+		Candidates: []*config.Upstream{r.b, r.c}, Settings: Settings{Transport: r.tr, ParentKey: parentOf}})
 	took := time.Since(start)
 	body, _ := io.ReadAll(res.Resp.Body)
 	res.Resp.Body.Close()
@@ -133,8 +147,8 @@ func (r *loopRig) steps(as Attempts) []string {
 	for _, a := range as {
 		s := r.names[a.Key] + " "
 		switch {
-		case a.Skipped == SkipRealm:
-			s += "skipped realm " + r.names[a.Realm]
+		case a.Skipped == SkipRealm, a.Skipped == SkipParent:
+			s += "skipped " + string(a.Skipped) + " " + r.names[a.Realm]
 		case a.Skipped != "":
 			s += "skipped " + string(a.Skipped)
 		case strings.Contains(a.Error, attempt.ErrHeaderTimeout.Error()):
@@ -176,6 +190,9 @@ func TestLoop(t *testing.T) {
 		wantBody   string
 		wantSteps  []string
 		wantTook   time.Duration
+		// wantKey names whose key a synthesized answer carries ("": not
+		// checked).
+		wantKey string
 	}{
 		{name: "addressed ok", a: h(testkit.Status(200, "from A")),
 			wantStatus: 200, wantKind: answer.Forwarded, wantBy: "A", wantBody: "from A",
@@ -192,6 +209,17 @@ func TestLoop(t *testing.T) {
 		{name: "realm refused", b: h(ok), setup: forceOpen("R"),
 			wantStatus: 200, wantKind: answer.Fallback, wantBy: "B",
 			wantSteps: []string{"A skipped realm R", "B success 200+"}},
+		// The parent A and B are reached through is down: neither is
+		// asked nor has its own breaker asked; C, reached directly, serves.
+		{name: "parent refused", c: h(testkit.Status(200, "from C")), setup: forceOpen("P"),
+			wantStatus: 200, wantKind: answer.Fallback, wantBy: "C", wantBody: "from C",
+			wantSteps: []string{"A skipped parent P", "B skipped parent P", "C success 200+"}},
+		{name: "parent refused, no way left", setup: forceOpen("P", "C"),
+			wantStatus: 503, wantKind: answer.Synthesized503, wantKey: "P",
+			wantSteps: []string{"A skipped parent P", "B skipped parent P", "C skipped breaker"}},
+		{name: "parent refused, stale", setup: all(keptCopy("the kept copy"), forceOpen("P", "C")),
+			wantStatus: 200, wantKind: answer.Stale, wantBody: "the kept copy",
+			wantSteps: []string{"A skipped parent P", "B skipped parent P", "C skipped breaker"}},
 		{name: "5xx candidate moves on", a: h(testkit.Status(502, "")), b: h(testkit.Status(500, "")),
 			c:          h(testkit.Status(200, "from C")),
 			wantStatus: 200, wantKind: answer.Fallback, wantBy: "C", wantBody: "from C",
@@ -229,7 +257,7 @@ func TestLoop(t *testing.T) {
 			wantStatus: 503, wantKind: answer.Synthesized503,
 			wantSteps: []string{"A skipped breaker", "B alive 404", "C alive 404"}},
 		{name: "terminal 503", setup: forceOpen("A", "B", "C"),
-			wantStatus: 503, wantKind: answer.Synthesized503,
+			wantStatus: 503, wantKind: answer.Synthesized503, wantKey: "A",
 			wantSteps: []string{"A skipped breaker", "B skipped breaker", "C skipped breaker"}},
 		// The throttled answer is maven's (these upstreams' format): a 503
 		// with the time left (answer.TooManyRequests).
@@ -285,6 +313,16 @@ func TestLoop(t *testing.T) {
 				}
 				if took != tc.wantTook {
 					t.Errorf("took %v of the bubble's time, want %v", took, tc.wantTook)
+				}
+				if got := r.names[res.Resp.Header.Get("X-Nora-Breaker-Key")]; tc.wantKey != "" && got != tc.wantKey {
+					t.Errorf("X-Nora-Breaker-Key names %q, want %q", got, tc.wantKey)
+				}
+				if strings.HasPrefix(tc.name, "parent refused") {
+					for _, n := range []string{"A", "B"} {
+						if b := r.snapshot(t, r.keyOf(n)); b.FailureCount != 0 || b.Rejections != 0 || b.State != breakerstate.Closed {
+							t.Errorf("%s's breaker moved while its parent refused: %+v", n, b)
+						}
+					}
 				}
 			})
 		})
@@ -355,6 +393,18 @@ func keptCopy(body string) func(*testing.T, *loopRig) {
 }
 
 // keyOf is the breaker key of a named upstream.
+// snapshot is key's breaker as the set shows it.
+func (r *loopRig) snapshot(t *testing.T, key string) breakerstate.Snapshot {
+	t.Helper()
+	for _, b := range r.set.Snapshot() {
+		if b.Key == key {
+			return b
+		}
+	}
+	t.Fatalf("no breaker %s", key)
+	return breakerstate.Snapshot{}
+}
+
 func (r *loopRig) keyOf(name string) string {
 	for k, n := range r.names {
 		if n == name {

@@ -48,6 +48,10 @@ type search struct {
 	// throttled records that the addressed host is throttled (it was, or
 	// it just answered 429): the terminal answer is then a 429.
 	throttled bool
+	// parentRefused is the key of the parent proxy whose breaker refused
+	// for the addressed upstream: the synthesized 503 names it, since the
+	// upstream's own breaker was never asked.
+	parentRefused string
 }
 
 // upstream is the i-th upstream of the loop's order: the addressed
@@ -73,7 +77,8 @@ func (s *search) mayGoOn() bool {
 }
 
 // admit asks whether u, the i-th upstream of the loop, may be asked: a
-// candidate the format says may not answer the request is not; then the
+// candidate the format says may not answer the request is not, nor a
+// throttled host, nor one whose parent proxy's breaker refuses; then the
 // breaker of the host the attempt goes to decides (the addressed request's
 // own host, a candidate's URL host).
 func (s *search) admit(i int, u *config.Upstream) (breakerstate.Ticket, bool) {
@@ -90,6 +95,16 @@ func (s *search) admit(i int, u *config.Upstream) (breakerstate.Ticket, bool) {
 		s.attempts = append(s.attempts, Attempt{Key: key, Skipped: SkipThrottled})
 		return breakerstate.Ticket{}, false
 	}
+	if pk := s.parentKey(i, u); pk != "" && s.c.o.Breakers.Refusing(pk) {
+		// The way to the upstream is down, not the upstream: its own
+		// breaker is not asked, so nothing of it moves.
+		s.skipped = append(s.skipped, pk)
+		s.attempts = append(s.attempts, Attempt{Key: key, Skipped: SkipParent, Realm: pk})
+		if i == 0 {
+			s.parentRefused = pk
+		}
+		return breakerstate.Ticket{}, false
+	}
 	if rk := s.fm.Realm(u); s.toRegistry(i, key, u) && rk != "" && s.c.o.Breakers.Refusing(rk) {
 		// Its clients cannot get a token: treat the registry as refused.
 		s.skipped = append(s.skipped, rk)
@@ -103,6 +118,19 @@ func (s *search) admit(i int, u *config.Upstream) (breakerstate.Ticket, bool) {
 		return t, false
 	}
 	return t, true
+}
+
+// parentKey is the breaker key of the parent proxy the i-th attempt goes
+// through (the client's URL for the addressed upstream, a candidate's
+// URL), or "".
+func (s *search) parentKey(i int, u *config.Upstream) string {
+	if s.r.Settings.ParentKey == nil {
+		return ""
+	}
+	if i == 0 {
+		return s.r.Settings.ParentKey(s.r.Client.URL)
+	}
+	return s.r.Settings.ParentKey(u.URL)
 }
 
 // toRegistry reports whether the i-th attempt, admitted by key, goes to
@@ -231,7 +259,8 @@ func (s *search) exhausted() Result {
 
 // unavailable builds the synthesized 503: the state of the first breaker
 // that refused, and Retry-After = the smallest remaining open time of the
-// breakers that refused.
+// breakers that refused. It names the addressed host's key, or the parent
+// proxy's when that refused for it.
 func (s *search) unavailable() *http.Response {
 	state, wait := breakerstate.Closed, time.Duration(0)
 	for i, k := range s.skipped {
@@ -244,7 +273,11 @@ func (s *search) unavailable() *http.Response {
 			wait = d
 		}
 	}
-	return answer.Unavailable(s.r.Client, s.r.Addressed.Format, s.r.HostKey, state.String(), wait,
+	key := s.r.HostKey
+	if s.parentRefused != "" {
+		key = s.parentRefused
+	}
+	return answer.Unavailable(s.r.Client, s.r.Addressed.Format, key, state.String(), wait,
 		s.r.Settings.RetryAfterMax[s.r.Addressed.Format])
 }
 

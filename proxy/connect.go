@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"time"
 
 	"github.com/elazarl/goproxy"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/config"
 	"github.com/nora-breaker/nora-breaker/destination"
+	"github.com/nora-breaker/nora-breaker/dial"
 	"github.com/nora-breaker/nora-breaker/internal/hostport"
 	"github.com/nora-breaker/nora-breaker/relay"
 	"github.com/nora-breaker/nora-breaker/route"
@@ -82,18 +84,35 @@ func connectRefusal(snap *snapshot, up *config.Upstream, host, port string) stri
 func (p *Proxy) serveTunnel(req *http.Request, client net.Conn, snap *snapshot, rt route.Route,
 	addr string, rec *record) {
 	defer client.Close()
+	host, port, _ := hostport.Split(addr, "")
+	retryAfterMax := time.Duration(0)
+	if rt.Classified() {
+		retryAfterMax = snap.cfg.Sidecar.RetryAfterMax[rt.Upstream.Format]
+	}
+	if pk := snap.egress.ParentKeyOfHost(host, port); pk != "" && p.breakers.Refusing(pk) {
+		// The parent proxy the tunnel would go through is down: the
+		// upstream's breaker is not asked (docs/behaviour.md §5.8).
+		p.answerConnect(client, rec, answer.Synthesized503, p.parentUnavailable(req, pk, retryAfterMax))
+		return
+	}
 	ticket := breakerstate.Ticket{}
 	if rt.Classified() {
 		t, err := p.breakers.Admit(rt.Key)
 		if err != nil {
 			state, wait, _ := p.breakers.RetryAfter(rt.Key)
 			p.answerConnect(client, rec, answer.Synthesized503,
-				answer.Unavailable(req, "", rt.Key, state.String(), wait, snap.cfg.Sidecar.RetryAfterMax[rt.Upstream.Format]))
+				answer.Unavailable(req, "", rt.Key, state.String(), wait, retryAfterMax))
 			return
 		}
 		ticket = t
 	}
-	upstream, err := snap.dial.DialContext(req.Context(), "tcp", addr)
+	upstream, err := snap.egress.DialTunnel(req.Context(), host, port)
+	var pe *dial.ParentError
+	if errors.As(err, &pe) && pe.Fault == dial.FaultOpen {
+		ticket.Done(breakerstate.Neutral) // the parent's breaker refused, after all
+		p.answerConnect(client, rec, answer.Synthesized503, p.parentUnavailable(req, pe.Key, retryAfterMax))
+		return
+	}
 	if errors.Is(err, destination.ErrForbidden) {
 		ticket.Done(breakerstate.Neutral) // policy, not the upstream's fault
 		p.answerConnect(client, rec, answer.Denied, answer.Refused(req, http.StatusForbidden, err.Error()))
@@ -118,6 +137,15 @@ func (p *Proxy) serveTunnel(req *http.Request, client net.Conn, snap *snapshot, 
 	rec.result, rec.status = answer.Tunnel, http.StatusOK
 	p.emit(rec, 0)
 	relay.Tunnel(client, upstream, p.bufs, &p.drainers)
+}
+
+// parentUnavailable is the 503 for a request or tunnel that would go
+// through parent proxy key while its breaker refuses; its Retry-After is
+// bounded by max, the retry_after_max of the format the request is for (0
+// for an unclassified one: the whole wait).
+func (p *Proxy) parentUnavailable(req *http.Request, key string, max time.Duration) *http.Response {
+	state, wait, _ := p.breakers.RetryAfter(key)
+	return answer.Unavailable(req, "", key, state.String(), wait, max)
 }
 
 // interceptAction answers an intercepted CONNECT: goproxy hands us the raw

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nora-breaker/nora-breaker/dial"
 	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
@@ -105,7 +106,7 @@ proxies = ["http://repo.example:8081/m2"]
 [sidecar.aliases]
 maven = ["mirror.example:8443", "plain.example"]
 `, nil)
-	st, err := newSnapshot(cfg, nil, nil, nil)
+	st, err := newSnapshot(cfg, nil, nil, nil, dial.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -122,20 +122,24 @@ func New(cfg *config.Config, deps Deps) (*Proxy, error) {
 		fixed:   fixedSettings{idleTimeout: cfg.Sidecar.IdleTimeout, maxConnections: cfg.Sidecar.MaxConnections},
 		learned: route.NewLearned(deps.Now),
 		goneLog: newLineLimiter(deps.Now, time.Second, goneLogBurst), refusals: newRefusalLimiters(deps.Now)}
-	snap, err := p.buildSnapshot(cfg, nil)
-	if err != nil {
-		return nil, err
-	}
-	p.state.Store(snap)
+	var err error
 	if p.metrics, err = newMetrics(deps.Registry); err != nil {
 		return nil, err
 	}
+	// The breakers come first: the snapshot's transport reports to the
+	// parent proxies' breakers.
 	if p.breakers, err = breakerstate.New(breakerstate.Options{
 		Enabled: cfg.CircuitBreaker.Enabled, Keys: keySettings(cfg), Now: deps.Now, Rand: deps.Rand,
 		Registerer: deps.Registry, OnTransition: p.logTransition,
 	}); err != nil {
 		return nil, fmt.Errorf("breakers: %w", err)
 	}
+	snap, err := p.buildSnapshot(cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	p.state.Store(snap)
+	p.logParents(cfg)
 	if err := p.buildFallback(cfg); err != nil {
 		return nil, err
 	}
@@ -152,11 +156,15 @@ func New(cfg *config.Config, deps Deps) (*Proxy, error) {
 
 // keySettings resolves the settings of every breaker key, in config
 // order: each upstream's key (override key → format → global), then a key
-// per alias host of it (host key → upstream key → format → global).
+// per alias host of it (host key → upstream key → format → global); then
+// one per parent proxy (its key → "parent" → global).
 func keySettings(cfg *config.Config) []breakerstate.KeySettings {
 	var out []breakerstate.KeySettings
 	for _, b := range cfg.HostBreakers() {
 		out = append(out, keySetting(b.Key, b.Upstream.Format, b.BreakerSettings))
+	}
+	for _, pp := range cfg.Parents() {
+		out = append(out, keySetting(pp.Key(), config.ParentFormat, cfg.ParentThresholds(pp)))
 	}
 	return out
 }

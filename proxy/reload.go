@@ -32,6 +32,7 @@ func (p *Proxy) Reload(cfg *config.Config) (needsRestart []string, err error) {
 		// Requests still using the old transport keep their connections;
 		// idle ones would never be used again.
 		old.transport.CloseIdleConnections()
+		p.logParents(cfg)
 	}
 	p.metrics.reloads.WithLabelValues("ok").Inc()
 	p.warmLeaves(cfg)

@@ -179,9 +179,11 @@ func keysOf(m map[string]bool) []string {
 // (upstreamSettings: a new transport is built when they change), the
 // destination and host policy, the aliases and equivalent hosts (through
 // the upstream table),
-// the stale key mode and the admin token.
+// the stale key mode, the admin token, and the parent proxies (the
+// transport's settings, and each request's choice of a way out).
 func reloadableSettings() []string {
 	return []string{"upstream_ca", "dial_timeout", "tls_handshake_timeout", "resolve", "allow_hosts",
 		"deny_unlisted", "aliases", "equivalents", "stale_authenticated", "admin_token", "throttle_default",
-		"credential_headers", "max_upstream_conns_per_host", "retry_after_max", "log_refusals"}
+		"credential_headers", "max_upstream_conns_per_host", "retry_after_max", "log_refusals", "parent_proxy",
+		"parent_proxy_password", "parent_no_proxy", "parents"}
 }

@@ -170,14 +170,14 @@ func TestReloadDropsNoConnection(t *testing.T) {
 // changes it gives the requests after it a transport with the new bound.
 func TestReloadAppliesMaxUpstreamConnsPerHost(t *testing.T) {
 	tp := newTestProxy(t, "", nil)
-	if got := tp.state.Load().transport.MaxConnsPerHost; got != 256 {
+	if got := tp.state.Load().transport.MaxConnsPerHost(); got != 256 {
 		t.Fatalf("MaxConnsPerHost %d at start, want the default 256", got)
 	}
 	restart, err := tp.Reload(testkit.LoadConfig(t, "[sidecar]\nmax_upstream_conns_per_host = 8\n", nil))
 	if err != nil || len(restart) != 0 {
 		t.Fatalf("reload: needs restart %q, %v", restart, err)
 	}
-	if got := tp.state.Load().transport.MaxConnsPerHost; got != 8 {
+	if got := tp.state.Load().transport.MaxConnsPerHost(); got != 8 {
 		t.Fatalf("MaxConnsPerHost %d after the reload, want 8", got)
 	}
 }

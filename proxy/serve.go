@@ -14,6 +14,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/answer"
 	"github.com/nora-breaker/nora-breaker/attempt"
 	"github.com/nora-breaker/nora-breaker/destination"
+	"github.com/nora-breaker/nora-breaker/dial"
 	"github.com/nora-breaker/nora-breaker/fallback"
 	"github.com/nora-breaker/nora-breaker/internal/hostport"
 	"github.com/nora-breaker/nora-breaker/relay"
@@ -124,11 +125,21 @@ func refusedInTunnel(req *http.Request) (int, string) {
 }
 
 // forwardUnclassified passes a request for a host that is no upstream
-// through as is, without a breaker.
+// through as is, without a breaker of its own; through a parent proxy, the
+// parent's breaker admits it.
 func (p *Proxy) forwardUnclassified(req *http.Request, snap *snapshot, rec *record) *http.Response {
 	rec.result = answer.Unclassified
-	resp, _, release, err := attempt.RoundTripWithin(snap.transport, req, unclassifiedHeaderTimeout)
+	if pk := snap.egress.ParentKey(req.URL); pk != "" && p.breakers.Refusing(pk) {
+		rec.result = answer.Synthesized503
+		return p.parentUnavailable(req, pk, 0)
+	}
+	resp, _, release, err := attempt.RoundTripWithin(snap.egress, req, unclassifiedHeaderTimeout)
 	if err != nil {
+		var pe *dial.ParentError
+		if errors.As(err, &pe) && pe.Fault == dial.FaultOpen {
+			rec.result, rec.err = answer.Synthesized503, err
+			return p.parentUnavailable(req, pe.Key, 0)
+		}
 		if errors.Is(err, destination.ErrForbidden) {
 			rec.result = answer.Denied
 		} else {

@@ -19,7 +19,7 @@ func (p *Proxy) startShared(cfg *config.Config, snap *snapshot) error {
 		URL: sc.SharedState, Password: sc.SharedStatePassword, Prefix: sc.SharedStatePrefix,
 		// The same roots as upstream TLS: upstream_ca covers an internal
 		// Redis's CA as well as an internal registry's.
-		RootCAs:  snap.transport.TLSClientConfig.RootCAs,
+		RootCAs:  snap.transport.RootCAs(),
 		Breakers: p.breakers, Now: p.now, Registerer: p.deps.Registry, Logger: p.log,
 	})
 	if err != nil {

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"net"
-	"net/http"
 	"sync/atomic"
 
 	"github.com/nora-breaker/nora-breaker/admin"
@@ -31,12 +30,15 @@ type snapshot struct {
 	// hostOfKey names, for every breaker key, the host it admits and the
 	// upstream that host belongs to (for /breakers and the status page).
 	hostOfKey map[string]admin.KeyHost
-	// transport carries every upstream attempt of requests decided under
-	// this snapshot. It is rebuilt only when a setting it was built from
+	// transport holds the ways out (direct, and through each parent)
+	// that carry every upstream attempt of requests decided under this
+	// snapshot. It is rebuilt only when a setting it was built from
 	// changes (see dial.Settings), so a reload that touches nothing of
 	// the kind keeps the pooled upstream connections.
-	transport *http.Transport
-	dial      *dial.Dialer // the transport's dialer, also used for tunnels
+	transport *dial.Transport
+	// egress picks each request's and tunnel's way out of transport
+	// (directly, or through which parent) under this snapshot's routes.
+	egress *dial.Egress
 	// upstream holds the settings transport was built from.
 	upstream dial.Settings
 	// policy is the destination policy targets are checked by before any
@@ -50,8 +52,9 @@ type snapshot struct {
 // newSnapshot derives a snapshot from cfg, reusing prev's transport when
 // the settings it was built from are unchanged (prev may be nil).
 // own names the proxy's listeners once they are bound (nil in tests that
-// build a snapshot alone).
-func newSnapshot(cfg *config.Config, prev *snapshot, own *atomic.Pointer[destination.Own], learned *route.Learned) (*snapshot, error) {
+// build a snapshot alone); deps are what a new transport reports to.
+func newSnapshot(cfg *config.Config, prev *snapshot, own *atomic.Pointer[destination.Own], learned *route.Learned,
+	deps dial.Deps) (*snapshot, error) {
 	table := route.NewTable(cfg.Upstreams)
 	s := &snapshot{cfg: cfg, routes: route.NewRouter(table, learned),
 		connectPorts: map[string]bool{"443": true},
@@ -69,6 +72,9 @@ func newSnapshot(cfg *config.Config, prev *snapshot, own *atomic.Pointer[destina
 		}
 		s.hostOfKey[b.Key] = admin.KeyHost{Host: host, Upstream: b.Upstream.Key}
 	}
+	for _, pp := range cfg.Parents() {
+		s.hostOfKey[pp.Key()] = admin.KeyHost{Host: pp.URL.Host, Upstream: pp.Key()}
+	}
 	s.upstream = dial.SettingsOf(cfg, table)
 	s.policy = s.upstream.Policy(own, cfg.Sidecar.DenyUnlisted)
 	for a := range s.upstream.Allow {
@@ -77,24 +83,27 @@ func newSnapshot(cfg *config.Config, prev *snapshot, own *atomic.Pointer[destina
 		}
 	}
 	if prev != nil && prev.upstream.Equal(s.upstream) {
-		s.transport, s.dial = prev.transport, prev.dial
-		return s, nil
+		s.transport = prev.transport
+	} else {
+		var err error
+		if s.transport, err = dial.NewTransport(s.upstream, own, deps); err != nil {
+			return nil, err
+		}
 	}
-	var err error
-	s.transport, s.dial, err = dial.NewTransport(s.upstream, own)
-	return s, err
+	s.egress = dial.NewEgress(s.transport, cfg, s.routes)
+	return s, nil
 }
 
 // buildSnapshot is newSnapshot for p: it also fixes the settings the
 // fallback loop decides the snapshot's requests under, once, instead of on
 // every request.
 func (p *Proxy) buildSnapshot(cfg *config.Config, prev *snapshot) (*snapshot, error) {
-	s, err := newSnapshot(cfg, prev, &p.own, p.learned)
+	s, err := newSnapshot(cfg, prev, &p.own, p.learned, dial.Deps{Breakers: p.breakers, Logger: p.log, Now: p.now})
 	if err != nil {
 		return nil, err
 	}
 	sc := cfg.Sidecar
-	s.fallback = fallback.Settings{Transport: s.transport, StaleMode: sc.StaleAuthenticated,
+	s.fallback = fallback.Settings{Transport: s.egress, ParentKey: s.egress.ParentKey, StaleMode: sc.StaleAuthenticated,
 		CredentialHeaders: sc.CredentialHeaders,
 		Routes:            s.routes, RetryAfterMax: sc.RetryAfterMax,
 		ThrottleDefault: sc.ThrottleDefault}

@@ -3,6 +3,7 @@ package proxy
 import (
 	"testing"
 
+	"github.com/nora-breaker/nora-breaker/dial"
 	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
@@ -15,7 +16,7 @@ proxies = ["http://repo.example:8081/m2", "https://mirror.example/m2"]
 [sidecar]
 allow_hosts = ["GitHub.com", "objects.example:8443", "[::1]:9000"]
 `, nil)
-	st, err := newSnapshot(cfg, nil, nil, nil)
+	st, err := newSnapshot(cfg, nil, nil, nil, dial.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}

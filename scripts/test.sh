@@ -11,6 +11,9 @@ OUT=/tmp/nora-breaker-build-check bash scripts/build.sh && /tmp/nora-breaker-bui
 echo "== redis-server for the shared-state tests (installed once)"
 bash sharedstate/install-redis.sh
 
+echo "== squid for the parent-proxy tests (installed once)"
+bash scripts/install-squid.sh
+
 echo "== unit and integration tests (race detector)"
 go test -race -count=1 -timeout 20m ./...
 

@@ -42,6 +42,8 @@ func TestConfigChangeReload(t *testing.T) {
 		{"npm upstream", "upstreams.npm.proxy=https://npm.example"},
 		{"formats", "registries.enable={npm,pypi}"},
 		{"shared-state prefix without shared state", "sidecar.sharedState.prefix=team-a"},
+		{"parent proxy", "sidecar.parentProxy.url=http://proxy.corp.example:3128"},
+		{"parent no-proxy hosts", "sidecar.parentProxy.noProxy={.corp.example}"},
 	}
 	reloadBase := append(base, "--set", "configChange=reload")
 	before := render(t, reloadBase...)

@@ -37,6 +37,14 @@ proxy. The container expects the volumes of nora-breaker.volumes.
           name: {{ $sc.sharedState.existingSecret }}
           key: {{ $sc.sharedState.passwordKey }}
     {{- end }}
+    {{- if and $sc.parentProxy.url $sc.parentProxy.existingSecret }}
+    # The parent proxy's password, never in the ConfigMap.
+    - name: NORA_SIDECAR_PARENT_PROXY_PASSWORD
+      valueFrom:
+        secretKeyRef:
+          name: {{ $sc.parentProxy.existingSecret }}
+          key: {{ $sc.parentProxy.passwordKey }}
+    {{- end }}
     {{- with include "nora-breaker.goMemLimit" $root }}
     # The Go runtime's soft memory limit, under the container's hard one.
     - name: GOMEMLIMIT
