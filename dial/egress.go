@@ -96,6 +96,9 @@ func (e *Egress) ParentKeyOfHost(host, port string) string {
 func (e *Egress) RoundTrip(req *http.Request) (*http.Response, error) {
 	p := e.parentOf(req.URL)
 	if p == nil {
+		if e.t.plain.handles(req) {
+			return e.t.plain.RoundTrip(req)
+		}
 		return e.t.direct.RoundTrip(req)
 	}
 	way, err := e.way(p)

@@ -8,8 +8,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
@@ -34,7 +36,6 @@ type h1 struct {
 	maxPerHost  int
 	idleTimeout time.Duration
 	maxHeader   int64
-	now         func() time.Time
 
 	mu     sync.Mutex
 	idle   map[string][]*h1Conn
@@ -53,19 +54,22 @@ type hostSlots struct {
 
 // h1Conn is one kept connection.
 type h1Conn struct {
-	key      string
-	conn     net.Conn
-	br       *bufio.Reader
-	bw       *bufio.Writer
-	limit    *headerLimit
-	idleFrom time.Time
-	slots    *hostSlots
-	t        *h1
+	key   string
+	conn  net.Conn
+	br    *bufio.Reader
+	bw    *bufio.Writer
+	limit *headerLimit
+	slots *hostSlots
+	t     *h1
+	// idle closes the connection once it has been kept idleTimeout
+	// unused (an upstream's own idle close would otherwise leave it
+	// half-closed here until the host is asked again).
+	idle *time.Timer
 }
 
 func newH1(dial func(ctx context.Context, network, addr string) (net.Conn, error), maxPerHost int) *h1 {
 	return &h1{dial: dial, maxIdle: 256, maxPerHost: maxPerHost, idleTimeout: 90 * time.Second,
-		maxHeader: 1 << 20, now: time.Now, idle: map[string][]*h1Conn{}, hosts: map[string]*hostSlots{}}
+		maxHeader: 1 << 20, idle: map[string][]*h1Conn{}, hosts: map[string]*hostSlots{}}
 }
 
 // handles reports whether req goes the fast way: plain HTTP, no body, no
@@ -139,13 +143,14 @@ func (t *h1) get(ctx context.Context, host string) (*h1Conn, bool, error) {
 	}
 }
 
-// takeIdle returns the newest kept connection to addr that has not idled
-// too long, closing those that have. The caller holds mu.
+// takeIdle returns the newest kept connection to addr whose idle timer has
+// not fired, closing one whose timer fired meanwhile (its expiry then finds
+// it gone and leaves it be). The caller holds mu.
 func (t *h1) takeIdle(addr string) *h1Conn {
 	for list := t.idle[addr]; len(list) > 0; list = t.idle[addr] {
 		c := list[len(list)-1]
 		t.idle[addr] = list[:len(list)-1]
-		if t.now().Sub(c.idleFrom) < t.idleTimeout {
+		if c.idle.Stop() {
 			return c
 		}
 		_ = c.conn.Close()
@@ -153,6 +158,22 @@ func (t *h1) takeIdle(addr string) *h1Conn {
 		t.dropLocked(c.key, c.slots)
 	}
 	return nil
+}
+
+// expire closes c when it is still kept: its idle time ran out.
+func (t *h1) expire(c *h1Conn) {
+	t.mu.Lock()
+	list := t.idle[c.key]
+	i := slices.Index(list, c)
+	if i < 0 {
+		t.mu.Unlock()
+		return // taken meanwhile
+	}
+	t.idle[c.key] = slices.Delete(list, i, i+1)
+	_ = c.conn.Close()
+	c.conn = nil
+	t.dropLocked(c.key, c.slots)
+	t.mu.Unlock()
 }
 
 // open dials a new connection to addr, whose place in the bound is taken.
@@ -196,7 +217,11 @@ func (t *h1) put(c *h1Conn) {
 		c.close()
 		return
 	}
-	c.idleFrom = t.now()
+	if c.idle == nil {
+		c.idle = time.AfterFunc(t.idleTimeout, func() { t.expire(c) })
+	} else {
+		c.idle.Reset(t.idleTimeout)
+	}
 	t.idle[c.key] = append(t.idle[c.key], c)
 	t.wakeLocked(c.slots)
 	t.mu.Unlock()
@@ -210,9 +235,19 @@ func (t *h1) CloseIdleConnections() {
 	t.mu.Unlock()
 	for _, list := range idle {
 		for _, c := range list {
+			c.idle.Stop()
 			c.close()
 		}
 	}
+}
+
+// retire closes every kept connection and keeps none from now on: the
+// requests still using t close theirs when done (a reload replaced it).
+func (t *h1) retire() {
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
+	t.CloseIdleConnections()
 }
 
 func (c *h1Conn) close() {
@@ -225,11 +260,13 @@ func (c *h1Conn) close() {
 	}
 }
 
-// roundTrip writes req on c and reads the answer's headers. While it waits,
-// the request's context ending closes the connection, which unblocks it.
+// roundTrip writes req on c and reads the answer's headers. Until the
+// answer's body is done with, the request's context ending closes the
+// connection: a wait for headers or a Read is unblocked, and the upstream
+// stops sending (as net/http's Transport does on a cancel).
 func (c *h1Conn) roundTrip(req *http.Request) (*http.Response, error) {
 	conn := c.conn
-	stop := context.AfterFunc(req.Context(), func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	stop := context.AfterFunc(req.Context(), func() { _ = conn.Close() })
 	fail := func(err error) (*http.Response, error) {
 		stop()
 		if ctxErr := req.Context().Err(); ctxErr != nil {
@@ -267,7 +304,18 @@ func (c *h1Conn) roundTrip(req *http.Request) (*http.Response, error) {
 		_ = resp.Body.Close()
 		return nil, errors.New("plain transport: upstream switched protocols")
 	}
-	resp.Body = &h1Body{rc: resp.Body, c: c, stop: stop, reuse: !resp.Close && !req.Close}
+	reuse := !resp.Close && !req.Close
+	if resp.Body == http.NoBody {
+		// No body to wait for (HEAD, 204, 304, a length of 0): the
+		// connection is free now.
+		if stop() && reuse && c.br.Buffered() == 0 {
+			c.t.put(c)
+		} else {
+			c.close()
+		}
+		return resp, nil
+	}
+	resp.Body = &h1Body{rc: resp.Body, c: c, stop: stop, reuse: reuse}
 	return resp, nil
 }
 
@@ -282,36 +330,44 @@ func classify(err error) error {
 }
 
 // h1Body is an answer's body: read to its end, the connection goes back for
-// the next request; closed before, the connection is closed.
+// the next request; closed before, the connection is closed at once (the
+// rest is never read: net/http's own body would drain it, keeping an
+// upstream sending to a client that stopped reading). Close may come from
+// another goroutine than Read's, and ends a Read in progress.
 type h1Body struct {
 	rc    io.ReadCloser
 	c     *h1Conn
 	stop  func() bool
 	reuse bool
 	once  sync.Once
-	ended bool
+	ended atomic.Bool
 }
 
 func (b *h1Body) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	if err == io.EOF {
-		b.ended = true
+		b.ended.Store(true)
 		b.finish()
 	}
 	return n, err
 }
 
 func (b *h1Body) Close() error {
+	if !b.ended.Load() {
+		b.finish() // closes the connection: the rest is not wanted
+	}
 	err := b.rc.Close()
 	b.finish()
+	if !b.ended.Load() {
+		return nil // the connection was cut on purpose
+	}
 	return err
 }
 
 func (b *h1Body) finish() {
 	b.once.Do(func() {
 		stopped := b.stop()
-		if b.ended && b.reuse && stopped && b.c.br.Buffered() == 0 {
-			_ = b.c.conn.SetDeadline(time.Time{})
+		if b.ended.Load() && b.reuse && stopped && b.c.br.Buffered() == 0 {
 			b.c.t.put(b.c)
 			return
 		}

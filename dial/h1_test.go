@@ -222,3 +222,122 @@ func TestH1Concurrent(t *testing.T) {
 	wg.Wait()
 	tr.CloseIdleConnections()
 }
+
+// TestH1EarlyCloseCutsTheConnection: a body closed before its end closes
+// the connection at once instead of reading the rest (net/http's own body
+// drains it, so a client that stopped reading would keep the upstream
+// sending), and a Close from another goroutine ends a Read in progress.
+func TestH1EarlyCloseCutsTheConnection(t *testing.T) {
+	stopped := make(chan struct{})
+	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		defer close(stopped)
+		chunk := make([]byte, 32<<10)
+		for {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	tr := newH1(plainDial, 0)
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/endless", nil)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.CopyN(io.Discard, resp.Body, 64<<10); err != nil {
+		t.Fatal(err)
+	}
+	readDone := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, resp.Body)
+		readDone <- err
+	}()
+	closed := make(chan struct{})
+	go func() {
+		resp.Body.Close()
+		close(closed)
+	}()
+	for name, ch := range map[string]<-chan struct{}{"Close": closed, "the upstream's writes": stopped} {
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s still going 10 s after an early Close", name)
+		}
+	}
+	select {
+	case err := <-readDone:
+		if err == nil {
+			t.Fatal("a Read cut by Close ended without an error")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a Read in progress was not ended by Close")
+	}
+}
+
+// TestH1AnswersWithoutBodyFreeTheConnection: a HEAD, a 204 and a 304 leave
+// their connection for the next request without their body being read or
+// closed.
+func TestH1AnswersWithoutBodyFreeTheConnection(t *testing.T) {
+	srv, conns := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/204":
+			w.WriteHeader(http.StatusNoContent)
+		case "/304":
+			w.WriteHeader(http.StatusNotModified)
+		default:
+			w.Header().Set("Content-Length", "5")
+			io.WriteString(w, "hello")
+		}
+	})
+	tr := newH1(plainDial, 0)
+	for _, c := range []struct{ method, path string }{{http.MethodHead, "/"}, {http.MethodGet, "/204"},
+		{http.MethodGet, "/304"}, {http.MethodHead, "/again"}} {
+		req, _ := http.NewRequest(c.method, srv.URL+c.path, nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", c.method, c.path, err)
+		}
+		if resp.StatusCode >= 400 {
+			t.Fatalf("%s %s: %s", c.method, c.path, resp.Status)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("%d connections for four answers without a body, want 1", n)
+	}
+}
+
+// TestH1CancelDuringTheBodyClosesTheConnection: the request's context
+// ending while the body is being read closes the connection, so the
+// upstream stops sending even though nobody closes the body.
+func TestH1CancelDuringTheBodyClosesTheConnection(t *testing.T) {
+	stopped := make(chan struct{})
+	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		defer close(stopped)
+		chunk := make([]byte, 32<<10)
+		for {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	tr := newH1(plainDial, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/endless", nil)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.CopyN(io.Discard, resp.Body, 64<<10); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream still sends 10 s after the request was cancelled")
+	}
+	if _, err := io.Copy(io.Discard, resp.Body); err == nil {
+		t.Fatal("a cancelled body read to its end without an error")
+	}
+	resp.Body.Close()
+}

@@ -121,7 +121,10 @@ type Deps struct {
 // https upstreams through its CONNECT tunnels. It never uses the
 // environment's proxy: in a pod HTTPS_PROXY points at the proxy itself.
 type Transport struct {
-	direct  *http.Transport
+	direct *http.Transport
+	// plain carries the direct http:// requests without a body on the
+	// caller's goroutine (h1.go); the rest go through direct.
+	plain   *h1
 	dialer  *Dialer
 	parents map[string]*parentWay // by the parent's breaker key
 	rootCAs *x509.CertPool
@@ -162,6 +165,7 @@ func NewTransport(s Settings, own *atomic.Pointer[destination.Own], deps Deps) (
 	t := &Transport{dialer: d, rootCAs: tlsConf.RootCAs, parents: make(map[string]*parentWay, len(s.parents))}
 	t.direct = newHTTPTransport(s, tlsConf)
 	t.direct.DialContext = d.DialContext
+	t.plain = newH1(d.DialContext, s.maxConnsPerHost)
 	warn := newWarner(deps.Logger, deps.Now)
 	for _, ps := range s.parents {
 		t.parents[ps.key] = newParentWay(s, ps, tlsConf, d, deps, warn)
@@ -233,10 +237,19 @@ func newHTTPTransport(s Settings, tlsConf *tls.Config) *http.Transport {
 // CloseIdleConnections closes the idle connections of every way out.
 func (t *Transport) CloseIdleConnections() {
 	t.direct.CloseIdleConnections()
+	t.plain.CloseIdleConnections()
 	for _, w := range t.parents {
 		w.forward.CloseIdleConnections()
 		w.tunnel.CloseIdleConnections()
 	}
+}
+
+// Retire closes every idle connection and keeps none from now on, for a
+// transport a reload replaced: the requests still using it finish on their
+// connections, which then close.
+func (t *Transport) Retire() {
+	t.plain.retire()
+	t.CloseIdleConnections()
 }
 
 // MaxConnsPerHost is the bound on connections to one host that every

@@ -321,7 +321,7 @@ func (p *Proxy) SetShuttingDown() { p.shutting.Store(true) }
 
 // Close releases background resources (the stale cache).
 func (p *Proxy) Close() error {
-	p.state.Load().transport.CloseIdleConnections()
+	p.state.Load().transport.Retire()
 	_ = p.closeShared()
 	if p.stale != nil {
 		return p.stale.Close()

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // TestRefusalLinesAreSummarised: during an outage the refusals of one key
@@ -25,11 +27,21 @@ func TestRefusalLinesAreSummarised(t *testing.T) {
 			tp := newTestProxy(t, ixMaven(up.URL, true, extra), nil)
 			fbForceOpen(t, tp, ixKey(up.URL))
 			c := proxyClient(t, tp, nil)
+			// A request is logged just after its answer was sent, and
+			// counted just after it was logged: the clock moves on once the
+			// 50 are counted, and the lines are read once all 51 are.
+			counted := func(n float64) func() bool {
+				return func() bool {
+					return testutil.ToFloat64(tp.metrics.requests.WithLabelValues("maven", "synthesized_503")) >= n
+				}
+			}
 			for range 50 {
 				request(t, c, "GET", up.URL+"/maven2/g/a/1/a-1.jar", nil)
 			}
+			testkit.PollUntil(t, 5*time.Second, counted(50))
 			tp.Clock.Advance(time.Second)
 			request(t, c, "GET", up.URL+"/maven2/g/a/1/a-1.jar", nil)
+			testkit.PollUntil(t, 5*time.Second, counted(51))
 			var lines []map[string]any
 			for _, l := range ixRequestLines(t, tp.Logs.String()) {
 				if l["result"] == "synthesized_503" {

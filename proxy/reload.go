@@ -31,7 +31,7 @@ func (p *Proxy) Reload(cfg *config.Config) (needsRestart []string, err error) {
 	if snap.transport != old.transport {
 		// Requests still using the old transport keep their connections;
 		// idle ones would never be used again.
-		old.transport.CloseIdleConnections()
+		old.transport.Retire()
 		p.logParents(cfg)
 	}
 	p.metrics.reloads.WithLabelValues("ok").Inc()

@@ -92,9 +92,10 @@ func (p *Proxy) finish(rec *record, resp *http.Response) *http.Response {
 	return resp
 }
 
-// emit writes the request's one log line and counts it.
+// emit writes the request's one log line and counts it, in that order: a
+// request counted has had its line written or left out.
 func (p *Proxy) emit(rec *record, bytes int64) {
-	p.metrics.requests.WithLabelValues(rec.format(), string(rec.result)).Inc()
+	defer p.metrics.requests.WithLabelValues(rec.format(), string(rec.result)).Inc()
 	lvl := zerolog.InfoLevel
 	if rec.status >= 500 {
 		lvl = zerolog.WarnLevel
