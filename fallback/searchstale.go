@@ -79,8 +79,11 @@ func (s *search) staleKey() (format.StaleKey, bool) {
 
 // stalePolicy is how the request's copies are keyed under its settings;
 // a format may refine it (docker names credentials by token).
-func (s *search) stalePolicy() stale.Policy {
-	return stale.Policy{Mode: s.r.Settings.StaleMode, CredentialHeaders: s.r.Settings.CredentialHeaders}
+func (s *search) stalePolicy() stale.Policy { return s.r.Settings.stalePolicy() }
+
+// stalePolicy is how copies are keyed under these settings.
+func (st Settings) stalePolicy() stale.Policy {
+	return stale.Policy{Mode: st.StaleMode, CredentialHeaders: st.CredentialHeaders}
 }
 
 // env is what the request's settings lend its format.

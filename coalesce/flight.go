@@ -1,0 +1,359 @@
+package coalesce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+)
+
+// How a flight's body reaches its clients.
+const (
+	// modeAlone: the answer goes to one client as it came (no spool).
+	modeAlone int32 = iota
+	// modeTee: one client, the driver, reads the upstream's body itself,
+	// at its own pace as if nobody shared it, and every byte it gets is
+	// kept in the spool, so a client arriving in the middle of the body
+	// can still join.
+	modeTee
+	// modePump: two clients or more: the fetch reads the body into the
+	// spool at the upstream's pace, and each client reads the spool at
+	// its own.
+	modePump
+)
+
+// flight is one fetch and the clients waiting for it or reading its answer.
+type flight[T any] struct {
+	g      *Group[T]
+	key    string
+	header http.Header // the first client's request headers, for Vary
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	ready  chan struct{} // closed once the fields below are set
+
+	// Set before ready is closed, read only after.
+	head *http.Response // the answer as every client gets it, without a body
+	val  T
+	sp   *spool // nil: the answer is not shared (modeAlone)
+	// orig is the answer as fn returned it: in modeAlone it goes to one
+	// client as it is; otherwise only the driver or the pump reads its
+	// body.
+	orig *http.Response
+
+	mode atomic.Int32
+
+	// up is held (a token in it) by whoever reads the upstream's body:
+	// the driver during each read, or the pump. Guarded by it: upDone,
+	// teeStopped. A channel rather than a mutex, so that a pump waiting
+	// for the driver's read counts as blocked for testing/synctest.
+	up chan struct{}
+	// upDone: the upstream's body has ended (or was dropped) and closed.
+	upDone bool
+	// teeStopped: the spool could not keep up with the driver (no room,
+	// a disk error); the driver reads on alone and nobody may join.
+	teeStopped bool
+
+	released sync.Once
+
+	// Guarded by g.mu.
+	waiters int  // clients waiting for the answer or reading it
+	settled bool // the answer is there (ready is about to close)
+	taken   bool // the one client of an answer in modeAlone took it
+	driven  bool // modeTee: the driver has taken its body
+	pumped  bool // the upstream's body has ended and the spool holds its end
+	closed  bool // no client may join any more (teeStopped)
+}
+
+func (g *Group[T]) newFlight(c Call) *flight[T] {
+	// The fetch keeps the first client's values (its place in the proxy),
+	// never its cancellation: it belongs to every client waiting for it.
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(c.Ctx))
+	return &flight[T]{g: g, key: c.Key, header: c.Header.Clone(), ctx: ctx, cancel: cancel, ready: make(chan struct{}),
+		up: make(chan struct{}, 1)}
+}
+
+// lockUp takes the right to read the upstream's body; unlockUp gives it
+// back.
+func (f *flight[T]) lockUp()   { f.up <- struct{}{} }
+func (f *flight[T]) unlockUp() { <-f.up }
+
+// run makes the fetch and settles how its answer is shared.
+func (f *flight[T]) run(fn func(context.Context) (*http.Response, T)) {
+	resp, v := f.call(fn)
+	var sp *spool
+	if resp != nil {
+		sp = f.spoolFor(resp)
+	}
+	g := f.g
+	g.mu.Lock()
+	f.orig, f.val, f.sp, f.settled = resp, v, sp, true
+	if resp != nil {
+		head := *resp
+		head.Header, head.Trailer, head.Body = resp.Header.Clone(), nil, nil
+		f.head = &head
+	}
+	if sp != nil {
+		f.mode.Store(modeTee)
+	}
+	alive := f.waiters > 0
+	if (sp == nil || !alive) && g.flights[f.key] == f {
+		// Nobody else may join an answer that goes to one client, or to
+		// none: the next identical request starts a fetch of its own.
+		delete(g.flights, f.key)
+	}
+	g.mu.Unlock()
+	close(f.ready)
+	if !alive {
+		// Every client left before the answer came, which cancelled the
+		// fetch: nobody reads it.
+		if resp != nil {
+			resp.Body.Close()
+		}
+		f.release()
+	}
+}
+
+// call runs fn; a panic in it is logged and leaves no answer, so each
+// client then makes its own fetch and meets the panic where its own
+// request is recovered.
+func (f *flight[T]) call(fn func(context.Context) (*http.Response, T)) (resp *http.Response, v T) {
+	defer func() {
+		if p := recover(); p != nil {
+			f.g.log.Error().Str("panic", fmt.Sprint(p)).Msg("coalesce: a shared fetch panicked; its clients fetch for themselves")
+			resp = nil
+		}
+	}()
+	return fn(f.ctx)
+}
+
+// spoolFor makes the spool resp's body is shared through, or nil when it
+// goes to one client as it is: a protocol switch; a body over the bound
+// while no second client waits for it (a single large download streams as
+// it comes, and costs no disk); a body the room cannot hold; a spool file
+// that cannot be made.
+func (f *flight[T]) spoolFor(resp *http.Response) *spool {
+	g := f.g
+	if resp.StatusCode == http.StatusSwitchingProtocols || resp.Body == nil {
+		return nil
+	}
+	want := resp.ContentLength
+	if resp.Body == http.NoBody {
+		want = 0
+	}
+	if want > g.bound {
+		g.mu.Lock()
+		alone := f.waiters < 2
+		g.mu.Unlock()
+		if alone {
+			return nil
+		}
+	}
+	sp, err := newSpool(g.dir, want)
+	if err != nil {
+		g.warnSpool(err)
+		return nil
+	}
+	if !sp.onDisk() {
+		return sp
+	}
+	to := want
+	if want < 0 {
+		to = g.bound
+		sp.grow = func(s *spool, need int64) bool { return g.room.reserve(s, g.room.grown(need)) }
+	}
+	if !g.room.reserve(sp, to) {
+		sp.close()
+		return nil
+	}
+	return sp
+}
+
+// take gives client c its answer, or reports that it cannot share this
+// one (c then fetches for itself).
+func (f *flight[T]) take(c Call) (*http.Response, bool) {
+	if f.head == nil || !sameVariant(f.head.Header, f.header, c.Header) {
+		return nil, false
+	}
+	if f.sp != nil {
+		return f.reader(c)
+	}
+	g := f.g
+	g.mu.Lock()
+	taken := f.taken
+	f.taken = true
+	g.mu.Unlock()
+	if taken {
+		return nil, false
+	}
+	resp := f.orig
+	resp.Body = newDirectBody(f, c.Ctx, resp.Body)
+	return resp, true
+}
+
+// reader is c's own copy of a spooled answer. The first client to take it
+// drives the upstream's body; the second hands the body over to the pump.
+func (f *flight[T]) reader(c Call) (*http.Response, bool) {
+	g := f.g
+	g.mu.Lock()
+	if f.closed {
+		g.mu.Unlock()
+		return nil, false
+	}
+	driver := !f.driven
+	f.driven = true
+	handOver := !driver && f.mode.Load() == modeTee
+	if handOver {
+		f.mode.Store(modePump)
+	}
+	g.mu.Unlock()
+	if handOver {
+		go f.pump()
+	}
+	resp := new(http.Response)
+	*resp = *f.head
+	resp.Header = f.head.Header.Clone()
+	resp.Body = newSpoolBody(f, c.Ctx, resp, driver)
+	return resp, true
+}
+
+// errHandedOver tells the driver that the upstream's body went over to
+// the pump: from then on it reads the spool like every other client.
+var errHandedOver = errors.New("the body was handed over to the pump")
+
+// drive is the driver's read in modeTee: straight from the upstream's
+// body, every byte also kept in the spool. Once the spool has stopped, the
+// driver reads on alone, whatever joined meanwhile.
+func (f *flight[T]) drive(p []byte) (int, error) {
+	f.lockUp()
+	defer f.unlockUp()
+	switch {
+	case f.teeStopped && f.upDone:
+		return 0, io.EOF
+	case f.upDone, !f.teeStopped && f.mode.Load() != modeTee:
+		return 0, errHandedOver
+	}
+	n, err := f.orig.Body.Read(p)
+	if n > 0 && !f.teeStopped {
+		if werr := f.sp.write(p[:n]); werr != nil {
+			f.stopTee(werr)
+		}
+	}
+	if err != nil {
+		f.endUp(err)
+	}
+	return n, err
+}
+
+// stopTee ends the spool of a body only its driver reads, which goes on
+// reading alone; nobody may join any more. A client that joined just as
+// it stopped finds its body broken off where the spool ended. The right
+// to read the upstream must be held.
+func (f *flight[T]) stopTee(err error) {
+	g := f.g
+	f.teeStopped = true
+	f.sp.finish(err, nil)
+	g.mu.Lock()
+	f.closed = true
+	if g.flights[f.key] == f {
+		delete(g.flights, f.key)
+	}
+	g.mu.Unlock()
+	if !errors.Is(err, errNoRoom) {
+		g.warnSpool(err)
+	}
+}
+
+// pump reads the upstream's body into the spool once a second client has
+// joined, after the driver's read in progress, if any.
+func (f *flight[T]) pump() {
+	f.lockUp()
+	defer f.unlockUp()
+	if f.upDone || f.teeStopped {
+		// The driver read it all, or reads on alone.
+		return
+	}
+	err := f.g.readFrom(f.orig.Body, f.sp)
+	f.endUp(err)
+}
+
+// drop ends the upstream's body when every client has gone before it
+// ended; the fetch was cancelled first, so a read in progress ends soon.
+func (f *flight[T]) drop() {
+	f.lockUp()
+	defer f.unlockUp()
+	if !f.upDone {
+		f.endUp(errAllGone)
+	}
+}
+
+// endUp records the end of the upstream's body (err nil or io.EOF: a clean
+// one) and closes it; the spool is released once no client reads it
+// either. The right to read the upstream must be held.
+func (f *flight[T]) endUp(err error) {
+	f.upDone = true
+	f.orig.Body.Close()
+	// The transport fills the trailer in once the body has ended.
+	f.sp.finish(err, f.orig.Trailer.Clone())
+	g := f.g
+	g.mu.Lock()
+	f.pumped = true
+	if g.flights[f.key] == f {
+		// The fetch is over: a request from now on is not "while it is in
+		// flight", and starts its own.
+		delete(g.flights, f.key)
+	}
+	unread := f.waiters == 0
+	g.mu.Unlock()
+	if unread {
+		f.release()
+	}
+}
+
+// release gives back the spool's file and room and the fetch's context,
+// once nothing needs them.
+func (f *flight[T]) release() {
+	f.released.Do(func() {
+		if f.sp != nil {
+			f.sp.close()
+			f.g.room.release(f.sp)
+		}
+		f.cancel(nil)
+	})
+}
+
+// leave is called once for every client that stops waiting for the fetch
+// or reading its answer, whichever way. The last one to go ends the fetch
+// if it is still under way, and releases what it holds.
+func (f *flight[T]) leave() {
+	g := f.g
+	g.mu.Lock()
+	f.waiters--
+	last := f.waiters == 0
+	if last && g.flights[f.key] == f {
+		delete(g.flights, f.key)
+	}
+	settled, pumped, taken := f.settled, f.pumped, f.taken
+	g.mu.Unlock()
+	switch {
+	case !last:
+	case !settled:
+		// run sees nobody waiting and drops the answer.
+		f.cancel(errAllGone)
+	case f.sp != nil && !pumped:
+		// Nobody wants the rest of the body: the cancel ends a read of
+		// it in progress, then drop closes it.
+		f.cancel(errAllGone)
+		go f.drop()
+	case f.sp != nil:
+		f.release()
+	case f.orig != nil && !taken:
+		// An answer for one client that no client could take.
+		f.orig.Body.Close()
+		f.release()
+	default:
+		f.release()
+	}
+}
