@@ -2,34 +2,20 @@ package coalesce
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
 )
 
-// How a flight's body reaches its clients.
-const (
-	// modeAlone: the answer goes to one client as it came (no spool).
-	modeAlone int32 = iota
-	// modeTee: one client, the driver, reads the upstream's body itself,
-	// at its own pace as if nobody shared it, and every byte it gets is
-	// kept in the spool, so a client arriving in the middle of the body
-	// can still join.
-	modeTee
-	// modePump: two clients or more: the fetch reads the body into the
-	// spool at the upstream's pace, and each client reads the spool at
-	// its own.
-	modePump
-)
-
 // flight is one fetch and the clients waiting for it or reading its answer.
 type flight[T any] struct {
-	g      *Group[T]
-	key    string
-	header http.Header // the first client's request headers, for Vary
+	g   *Group[T]
+	key flightKey
+	// header is the first client's request headers, for an answer's Vary:
+	// its own map until the answer is there (the client's Do is running
+	// then), a copy after, if the answer varies at all.
+	header http.Header
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	ready  chan struct{} // closed once the fields below are set
@@ -67,33 +53,38 @@ type flight[T any] struct {
 	closed  bool // no client may join any more (teeStopped)
 }
 
-func (g *Group[T]) newFlight(c Call) *flight[T] {
+func (g *Group[T]) newFlight(fk flightKey, c Call) *flight[T] {
 	// The fetch keeps the first client's values (its place in the proxy),
 	// never its cancellation: it belongs to every client waiting for it.
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(c.Ctx))
-	return &flight[T]{g: g, key: c.Key, header: c.Header.Clone(), ctx: ctx, cancel: cancel, ready: make(chan struct{}),
+	return &flight[T]{g: g, key: fk, header: c.Header, ctx: ctx, cancel: cancel, ready: make(chan struct{}),
 		up: make(chan struct{}, 1)}
 }
-
-// lockUp takes the right to read the upstream's body; unlockUp gives it
-// back.
-func (f *flight[T]) lockUp()   { f.up <- struct{}{} }
-func (f *flight[T]) unlockUp() { <-f.up }
 
 // run makes the fetch and settles how its answer is shared.
 func (f *flight[T]) run(fn func(context.Context) (*http.Response, T)) {
 	resp, v := f.call(fn)
 	var sp *spool
 	if resp != nil {
+		if resp.Body == nil {
+			resp.Body = http.NoBody
+		}
 		sp = f.spoolFor(resp)
 	}
 	g := f.g
 	g.mu.Lock()
 	f.orig, f.val, f.sp, f.settled = resp, v, sp, true
 	if resp != nil {
+		// The answer's own header map stays the flight's, never changed:
+		// every client gets a copy of it.
 		head := *resp
-		head.Header, head.Trailer, head.Body = resp.Header.Clone(), nil, nil
+		head.Trailer, head.Body = nil, nil
 		f.head = &head
+		if len(resp.Header.Values("Vary")) > 0 {
+			f.header = f.header.Clone()
+		} else {
+			f.header = nil
+		}
 	}
 	if sp != nil {
 		f.mode.Store(modeTee)
@@ -136,7 +127,7 @@ func (f *flight[T]) call(fn func(context.Context) (*http.Response, T)) (resp *ht
 // that cannot be made.
 func (f *flight[T]) spoolFor(resp *http.Response) *spool {
 	g := f.g
-	if resp.StatusCode == http.StatusSwitchingProtocols || resp.Body == nil {
+	if resp.StatusCode == http.StatusSwitchingProtocols {
 		return nil
 	}
 	want := resp.ContentLength
@@ -217,99 +208,6 @@ func (f *flight[T]) reader(c Call) (*http.Response, bool) {
 	resp.Header = f.head.Header.Clone()
 	resp.Body = newSpoolBody(f, c.Ctx, resp, driver)
 	return resp, true
-}
-
-// errHandedOver tells the driver that the upstream's body went over to
-// the pump: from then on it reads the spool like every other client.
-var errHandedOver = errors.New("the body was handed over to the pump")
-
-// drive is the driver's read in modeTee: straight from the upstream's
-// body, every byte also kept in the spool. Once the spool has stopped, the
-// driver reads on alone, whatever joined meanwhile.
-func (f *flight[T]) drive(p []byte) (int, error) {
-	f.lockUp()
-	defer f.unlockUp()
-	switch {
-	case f.teeStopped && f.upDone:
-		return 0, io.EOF
-	case f.upDone, !f.teeStopped && f.mode.Load() != modeTee:
-		return 0, errHandedOver
-	}
-	n, err := f.orig.Body.Read(p)
-	if n > 0 && !f.teeStopped {
-		if werr := f.sp.write(p[:n]); werr != nil {
-			f.stopTee(werr)
-		}
-	}
-	if err != nil {
-		f.endUp(err)
-	}
-	return n, err
-}
-
-// stopTee ends the spool of a body only its driver reads, which goes on
-// reading alone; nobody may join any more. A client that joined just as
-// it stopped finds its body broken off where the spool ended. The right
-// to read the upstream must be held.
-func (f *flight[T]) stopTee(err error) {
-	g := f.g
-	f.teeStopped = true
-	f.sp.finish(err, nil)
-	g.mu.Lock()
-	f.closed = true
-	if g.flights[f.key] == f {
-		delete(g.flights, f.key)
-	}
-	g.mu.Unlock()
-	if !errors.Is(err, errNoRoom) {
-		g.warnSpool(err)
-	}
-}
-
-// pump reads the upstream's body into the spool once a second client has
-// joined, after the driver's read in progress, if any.
-func (f *flight[T]) pump() {
-	f.lockUp()
-	defer f.unlockUp()
-	if f.upDone || f.teeStopped {
-		// The driver read it all, or reads on alone.
-		return
-	}
-	err := f.g.readFrom(f.orig.Body, f.sp)
-	f.endUp(err)
-}
-
-// drop ends the upstream's body when every client has gone before it
-// ended; the fetch was cancelled first, so a read in progress ends soon.
-func (f *flight[T]) drop() {
-	f.lockUp()
-	defer f.unlockUp()
-	if !f.upDone {
-		f.endUp(errAllGone)
-	}
-}
-
-// endUp records the end of the upstream's body (err nil or io.EOF: a clean
-// one) and closes it; the spool is released once no client reads it
-// either. The right to read the upstream must be held.
-func (f *flight[T]) endUp(err error) {
-	f.upDone = true
-	f.orig.Body.Close()
-	// The transport fills the trailer in once the body has ended.
-	f.sp.finish(err, f.orig.Trailer.Clone())
-	g := f.g
-	g.mu.Lock()
-	f.pumped = true
-	if g.flights[f.key] == f {
-		// The fetch is over: a request from now on is not "while it is in
-		// flight", and starts its own.
-		delete(g.flights, f.key)
-	}
-	unread := f.waiters == 0
-	g.mu.Unlock()
-	if unread {
-		f.release()
-	}
 }
 
 // release gives back the spool's file and room and the fetch's context,

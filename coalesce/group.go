@@ -71,7 +71,13 @@ type Group[T any] struct {
 	warned atomic.Int64
 
 	mu      sync.Mutex // guards flights and every flight's fields marked so
-	flights map[string]*flight[T]
+	flights map[flightKey]*flight[T]
+}
+
+// flightKey names a fetch: the request's Key within its Scope.
+type flightKey struct {
+	scope any
+	key   string
 }
 
 // New builds a Group and registers its metrics.
@@ -96,15 +102,19 @@ func New[T any](o Options) (*Group[T], error) {
 		return nil, err
 	}
 	g := &Group[T]{dir: o.Dir, bound: o.MaxBytes, room: newRoom(o.Dir, o.MaxBytes, o.TotalBytes, o.free), log: o.Logger,
-		now: o.Now, m: m, flights: map[string]*flight[T]{}}
+		now: o.Now, m: m, flights: map[flightKey]*flight[T]{}}
 	g.bufs.New = func() any { b := make([]byte, 64<<10); return &b }
 	return g, nil
 }
 
 // Call is one client's request as Do sees it.
 type Call struct {
-	// Key is the request's Key: requests with equal keys share a fetch.
-	Key string
+	// Key is the request's Key, and Scope what the request is decided
+	// under (the proxy's configuration): requests with equal keys in the
+	// same scope share a fetch. Scope must be comparable; nil is a scope
+	// like any other.
+	Key   string
+	Scope any
 	// Label names the request's format in the coalesced metric.
 	Label string
 	// Ctx is the client's: done once the client has gone.
@@ -128,10 +138,12 @@ type Outcome[T any] struct {
 
 // Do gives the client c the answer of the fetch in flight for c.Key,
 // starting one if there is none. fn is the whole decision of the request
-// (every attempt and what follows them); it runs once per fetch, in a
-// goroutine of its own, under a context that carries the first client's
-// values but is cancelled only when every client waiting for the fetch has
-// gone. Its answer's headers go to every client; its body is streamed to
+// (every attempt and what follows them); it runs once per fetch, in the
+// goroutine of the client that started it, under a context that carries
+// that client's values but is cancelled only when every client waiting for
+// the fetch has gone: when the first client goes away, its goroutine goes
+// on deciding for the others. fn may keep reading its client's request,
+// which must not change until Do returns. Its answer's headers go to every client; its body is streamed to
 // each from a spool (spool.go) at the client's own pace, so a slow client
 // never slows the fetch or the others. A client the answer cannot be
 // shared with — it varies by a header the client sent otherwise, or it is
@@ -139,22 +151,30 @@ type Outcome[T any] struct {
 // runs fn itself, under the client's own context. The error is non-nil
 // only when the client went away before any answer came.
 func (g *Group[T]) Do(c Call, fn func(context.Context) (*http.Response, T)) (Outcome[T], error) {
+	fk := flightKey{scope: c.Scope, key: c.Key}
 	g.mu.Lock()
-	f, joined := g.flights[c.Key]
+	f, joined := g.flights[fk]
 	if !joined {
-		f = g.newFlight(c)
-		g.flights[c.Key] = f
+		f = g.newFlight(fk, c)
+		g.flights[fk] = f
 	}
 	f.waiters++
 	g.mu.Unlock()
-	if !joined {
-		go f.run(fn)
-	}
-	select {
-	case <-f.ready:
-	case <-c.Ctx.Done():
-		f.leave()
-		return Outcome[T]{}, fmt.Errorf("%w: %w", errClientGone, context.Cause(c.Ctx))
+	if joined {
+		select {
+		case <-f.ready:
+		case <-c.Ctx.Done():
+			f.leave()
+			return Outcome[T]{}, fmt.Errorf("%w: %w", errClientGone, context.Cause(c.Ctx))
+		}
+	} else {
+		// The first client leaves when its client goes away, while its
+		// goroutine goes on deciding for the others.
+		stop := context.AfterFunc(c.Ctx, f.leave)
+		f.run(fn)
+		if !stop() {
+			return Outcome[T]{}, fmt.Errorf("%w: %w", errClientGone, context.Cause(c.Ctx))
+		}
 	}
 	if resp, ok := f.take(c); ok {
 		if joined {
@@ -167,19 +187,19 @@ func (g *Group[T]) Do(c Call, fn func(context.Context) (*http.Response, T)) (Out
 	return Outcome[T]{Resp: resp, Value: v}, nil
 }
 
-// InFlight is the number of fetches in flight, for tests and the curious.
-func (g *Group[T]) InFlight() int {
+// inFlight is the number of fetches in flight.
+func (g *Group[T]) inFlight() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return len(g.flights)
 }
 
-// Waiting is the number of clients waiting for, or reading, the fetch in
-// flight for key (0 when there is none).
-func (g *Group[T]) Waiting(key string) int {
+// waiting is the number of clients waiting for, or reading, the fetch in
+// flight for key in the nil scope (0 when there is none).
+func (g *Group[T]) waiting(key string) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if f := g.flights[key]; f != nil {
+	if f := g.flights[flightKey{key: key}]; f != nil {
 		return f.waiters
 	}
 	return 0

@@ -56,7 +56,7 @@ func TestOneFetchForIdenticalRequests(t *testing.T) {
 				f := newFetch(size)
 				wait := clients(g, f, "k", 20, nil)
 				synctest.Wait()
-				if got := g.Waiting("k"); got != 20 {
+				if got := g.waiting("k"); got != 20 {
 					t.Fatalf("waiting: %d, want 20", got)
 				}
 				close(f.gate)
@@ -76,8 +76,8 @@ func TestOneFetchForIdenticalRequests(t *testing.T) {
 				if f.calls.Load() != 1 || joined != 19 || coalesced(t, g, "maven") != 19 {
 					t.Errorf("calls %d, joined %d, counted %d; want 1, 19, 19", f.calls.Load(), joined, coalesced(t, g, "maven"))
 				}
-				if g.InFlight() != 0 {
-					t.Errorf("%d fetches left in flight", g.InFlight())
+				if g.inFlight() != 0 {
+					t.Errorf("%d fetches left in flight", g.inFlight())
 				}
 			})
 		})
@@ -141,9 +141,9 @@ func TestStoppedFollowerStallsNobody(t *testing.T) {
 			}
 		}
 		synctest.Wait()
-		if !f.src(0).ended.Load() || g.InFlight() != 0 {
+		if !f.src(0).ended.Load() || g.inFlight() != 0 {
 			t.Errorf("upstream body read to its end %v, in flight %d: the stopped client held the fetch back",
-				f.src(0).ended.Load(), g.InFlight())
+				f.src(0).ended.Load(), g.inFlight())
 		}
 		d, n, rerr := readDigest(io.MultiReader(bytes.NewReader(head), stuck.Resp.Body))
 		stuck.Resp.Body.Close()
@@ -201,7 +201,7 @@ func TestLastClientGoneCancelsFetch(t *testing.T) {
 			synctest.Wait()
 			leaveA()
 			synctest.Wait()
-			if g.InFlight() != 1 {
+			if g.inFlight() != 1 {
 				t.Fatal("the fetch ended while a client still waited for it")
 			}
 			leaveB()
@@ -212,8 +212,8 @@ func TestLastClientGoneCancelsFetch(t *testing.T) {
 				}
 			}
 			synctest.Wait()
-			if f.calls.Load() != 1 || g.InFlight() != 0 {
-				t.Errorf("calls %d, in flight %d", f.calls.Load(), g.InFlight())
+			if f.calls.Load() != 1 || g.inFlight() != 0 {
+				t.Errorf("calls %d, in flight %d", f.calls.Load(), g.inFlight())
 			}
 		})
 	})
@@ -239,8 +239,8 @@ func TestLastClientGoneCancelsFetch(t *testing.T) {
 			if cause := context.Cause(f.ctx(0)); !errors.Is(cause, errAllGone) {
 				t.Errorf("the fetch's context: %v, want it cancelled for nobody left", cause)
 			}
-			if !f.src(0).closed.Load() || g.InFlight() != 0 {
-				t.Errorf("upstream body closed %v, in flight %d", f.src(0).closed.Load(), g.InFlight())
+			if !f.src(0).closed.Load() || g.inFlight() != 0 {
+				t.Errorf("upstream body closed %v, in flight %d", f.src(0).closed.Load(), g.inFlight())
 			}
 		})
 	})

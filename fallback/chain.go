@@ -163,18 +163,20 @@ func (c *Chain) Serve(r Request) Result {
 		r.HostKey = r.Addressed.Key
 	}
 	fm := c.o.Formats.Of(r.Addressed.Format)
-	if key, ok := c.joinKey(r, fm); ok {
-		return c.serveJoined(r, fm, key)
+	key, sk, ok := c.joinKey(r, fm)
+	if ok {
+		return c.serveJoined(r, fm, sk, key)
 	}
-	return c.decide(r, fm)
+	return c.decide(r, fm, sk)
 }
 
 // decide is the one loop over the addressed upstream and then its
 // candidates, then a stale copy, then the terminal answer. Each pass asks
 // one upstream, after two checks (may the loop go on, is the upstream
 // admitted); a pass that produces the client's answer ends the loop.
-func (c *Chain) decide(r Request, fm format.Format) Result {
-	s := &search{c: c, r: r, fm: fm, attempts: make(Attempts, 0, 1+len(r.Candidates))}
+// sk is the request's stale key when it is already known.
+func (c *Chain) decide(r Request, fm format.Format, sk knownStaleKey) Result {
+	s := &search{c: c, r: r, fm: fm, sk: sk, attempts: make(Attempts, 0, 1+len(r.Candidates))}
 	for i := 0; i <= len(r.Candidates); i++ {
 		u := s.upstream(i)
 		if i > 0 && !s.mayGoOn() {

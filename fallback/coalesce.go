@@ -10,7 +10,6 @@ package fallback
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 
 	"github.com/nora-breaker/nora-breaker/answer"
@@ -20,35 +19,35 @@ import (
 
 // joinKey is r's identity among the requests that may share a decision:
 // the key its stale copies are kept under (the format's, so docker's
-// tokens stand for who obtained them), refined by coalesce.Key; ok is
+// tokens stand for who obtained them), refined by coalesce.Key. ok is
 // false for a request decided alone (coalescing off, a request the stale
-// cache must not key, or one coalesce.Key refuses).
-func (c *Chain) joinKey(r Request, fm format.Format) (string, bool) {
+// cache must not key, or one coalesce.Key refuses); sk is its stale key
+// whenever it was worked out.
+func (c *Chain) joinKey(r Request, fm format.Format) (key string, sk knownStaleKey, ok bool) {
 	if c.joins == nil {
-		return "", false
+		return "", sk, false
 	}
-	sk, ok := fm.Stale(r.Addressed, r.Client, r.Settings.stalePolicy())
-	if !ok {
-		return "", false
+	if sk = staleKeyOf(r, fm); !sk.ok {
+		return "", sk, false
 	}
-	// The addressed upstream's identity stands for the configuration the
-	// request is decided under: after a reload, a request never shares a
-	// decision made under other upstreams and settings. A live flight
-	// holds its request, and so its upstream, so the address is never
-	// reused while the key is in use.
-	return coalesce.Key(fmt.Sprintf("%p\n%s", r.Addressed, sk.Ref.Key), r.Client, sk.Ref.Cred)
+	key, ok = coalesce.Key(sk.key.Ref.Key, r.Client, sk.key.Ref.Cred)
+	return key, sk, ok
 }
 
 // serveJoined decides r together with the identical requests in flight.
-func (c *Chain) serveJoined(r Request, fm format.Format, key string) Result {
-	call := coalesce.Call{Key: key, Label: r.Addressed.Format, Ctx: r.Client.Context(), Header: r.Client.Header}
+// The addressed upstream stands for the configuration the request is
+// decided under: after a reload, a request never shares a decision made
+// under other upstreams and settings.
+func (c *Chain) serveJoined(r Request, fm format.Format, sk knownStaleKey, key string) Result {
+	call := coalesce.Call{Key: key, Scope: r.Addressed, Label: r.Addressed.Format, Ctx: r.Client.Context(),
+		Header: r.Client.Header}
 	out, err := c.joins.Do(call, func(ctx context.Context) (*http.Response, Result) {
-		// The decision runs under the shared fetch's context, which
-		// outlives this client while others wait; the request is copied
-		// so nothing of the decision touches the client's own.
+		// The decision runs under the fetch's context, which outlives
+		// this client while others wait. The loop only reads the request,
+		// which stays as it is while Do runs, so a shallow copy will do.
 		dr := r
-		dr.Client = r.Client.Clone(ctx)
-		res := c.decide(dr, fm)
+		dr.Client = r.Client.WithContext(ctx)
+		res := c.decide(dr, fm, sk)
 		return res.Resp, res
 	})
 	if err != nil {

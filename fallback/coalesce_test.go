@@ -214,21 +214,23 @@ func TestNotCoalesced(t *testing.T) {
 	}
 }
 
-// TestCoalescedClientGoneBeforeAnswer: a client that leaves while the
-// shared decision is still under way gets the client-gone answer at once;
-// the decision goes on for the others.
+// TestCoalescedClientGoneBeforeAnswer: a client that joined and leaves
+// while the shared decision is still under way gets the client-gone answer
+// at once; the decision goes on for the others.
 func TestCoalescedClientGoneBeforeAnswer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newCoalescingRig(t)
 		gate := make(chan struct{})
 		r.up["A"].Script(gated(gate, testkit.Status(200, "jar")))
+		others := r.startAll(t, make([]http.Header, 2))
+		synctest.Wait()
 		ctx, cancel := context.WithCancel(r.client)
 		req := httptest.NewRequestWithContext(ctx, http.MethodGet, r.a.URL.String()+"/g/a.jar", nil)
 		req.RequestURI = ""
 		done := make(chan Result, 1)
-		go func() { done <- r.chain.Serve(Request{Client: req, Addressed: r.a, Settings: Settings{Transport: r.tr}}) }()
-		synctest.Wait()
-		others := r.startAll(t, make([]http.Header, 2))
+		go func() {
+			done <- r.chain.Serve(Request{Client: req, Addressed: r.a, Settings: Settings{Transport: r.tr}})
+		}()
 		synctest.Wait()
 		cancel()
 		if res := <-done; res.Kind != answer.Error {
