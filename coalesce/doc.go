@@ -9,6 +9,7 @@ package coalesce
 // function it hands to Do, and gets back, for each waiting client, an answer
 // of its own. What makes the sharing safe — the same URL, credentials and
 // variant headers, an answer that does not vary by anything the waiters
-// differ in — is decided here, in key.go and vary.go; how long a fetch lives
-// (until its last waiting client has gone) in group.go; how a body is kept
-// for readers of every speed in spool.go.
+// differ in — is decided in key.go and vary.go; how long a fetch lives
+// (until its last waiting client has gone) in group.go and flight.go; who
+// reads the upstream's body in upstream.go; how a body is kept for readers
+// of every pace in spool.go, and how much disk that may take in room.go.

@@ -136,20 +136,24 @@ type Outcome[T any] struct {
 	Joined bool
 }
 
-// Do gives the client c the answer of the fetch in flight for c.Key,
-// starting one if there is none. fn is the whole decision of the request
-// (every attempt and what follows them); it runs once per fetch, in the
-// goroutine of the client that started it, under a context that carries
-// that client's values but is cancelled only when every client waiting for
-// the fetch has gone: when the first client goes away, its goroutine goes
-// on deciding for the others. fn may keep reading its client's request,
-// which must not change until Do returns. Its answer's headers go to every client; its body is streamed to
-// each from a spool (spool.go) at the client's own pace, so a slow client
-// never slows the fetch or the others. A client the answer cannot be
-// shared with — it varies by a header the client sent otherwise, or it is
-// too large to spool (Options.MaxBytes) — gets a fetch of its own: Do then
-// runs fn itself, under the client's own context. The error is non-nil
-// only when the client went away before any answer came.
+// Do gives the client c the answer of the fetch in flight for c.Key in
+// c.Scope, starting one if there is none. fn is the whole decision of the
+// request (every attempt and what follows them); it runs once per fetch,
+// in the goroutine of the client that started it, under a context that
+// carries that client's values but is cancelled only when every client
+// waiting for the fetch has gone: when the first client goes away, its
+// goroutine goes on deciding for the others. fn may read its client's
+// request, which must not change until Do returns.
+//
+// Every client gets the answer's status and headers and a body of its own
+// (body.go): a client alone reads the upstream's body itself, at its own
+// pace, while each byte is kept in a spool; from the second client on the
+// body is read at the upstream's pace and each client reads the spool at
+// its own (upstream.go), so a slow client never slows the fetch or the
+// others. A client the answer cannot be shared with (it varies by a header
+// the client sent otherwise, or there is no room to keep it) gets a fetch
+// of its own: Do then runs fn itself, under the client's own context. The
+// error is non-nil only when the client went away before any answer came.
 func (g *Group[T]) Do(c Call, fn func(context.Context) (*http.Response, T)) (Outcome[T], error) {
 	fk := flightKey{scope: c.Scope, key: c.Key}
 	g.mu.Lock()

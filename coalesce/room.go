@@ -66,6 +66,7 @@ func (r *room) release(sp *spool) {
 	defer r.mu.Unlock()
 	if _, ok := r.live[sp]; ok {
 		r.reserved -= sp.limit
+		sp.limit = 0
 		delete(r.live, sp)
 	}
 }

@@ -388,3 +388,31 @@ func TestTotalBound(t *testing.T) {
 		}
 	})
 }
+
+// TestRoomCountsWhatOthersMayStillWrite: a large body is granted room only
+// when the file system keeps as much free again after it and every other
+// large body granted room have been written.
+func TestRoomCountsWhatOthersMayStillWrite(t *testing.T) {
+	const mib = 1 << 20
+	r := newRoom("", mib, 1<<40, func(string) (int64, error) { return 20 * mib, nil })
+	a, b := &spool{}, &spool{}
+	if !r.reserve(a, 8*mib) {
+		t.Fatal("8 MiB refused with 20 MiB free")
+	}
+	// a may still write 8 MiB: after both, 20 - 8 - 6 = 6 MiB stay free,
+	// as much again as b's 6 MiB.
+	if !r.reserve(b, 6*mib) {
+		t.Error("6 MiB refused though 6 MiB stay free after both")
+	}
+	r.release(b)
+	if r.reserve(b, 7*mib) {
+		t.Error("7 MiB granted though only 5 MiB would stay free after both")
+	}
+	a.n.Store(8 * mib) // a has written all it may: the disk's free space already says so
+	if !r.reserve(b, 6*mib) {
+		t.Error("6 MiB refused once a's bytes are on disk")
+	}
+	if r.reserved != 14*mib {
+		t.Errorf("reserved %d, want 14 MiB", r.reserved)
+	}
+}

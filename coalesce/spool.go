@@ -16,21 +16,22 @@ import (
 const headBytes = 32 << 10
 
 // errNoRoom ends a shared body whose length was not announced once it has
-// outgrown what the spool's file system can hold (room.grant).
+// outgrown the room the spools may take (room.reserve).
 var errNoRoom = errors.New("coalesced body outgrew the room for its spool")
 
 // spool keeps one shared body while it streams, for readers that each go at
 // their own pace: the first bytes in memory, the rest in a temp file that
 // was unlinked as soon as it was made (so a crash never leaves one behind,
-// and the disk is freed when the last reader closes it). The fetch writes;
-// every reader reads what has arrived with pread, never waiting for another
-// reader, and waits only for bytes that have not arrived yet.
+// and the disk is freed when the last reader closes it). Whoever reads the
+// upstream's body writes (upstream.go), one write at a time; every reader
+// reads what has arrived with pread, never waiting for another reader, and
+// waits only for bytes that have not arrived yet.
 type spool struct {
 	head []byte   // fixed length: the body's first bytes land here
 	f    *os.File // the bytes after head; nil when the body fits head
 	// limit is the most bytes the spool may hold as things stand, and grow
 	// asks for more (nil: it may not grow). Both are the writer's alone,
-	// but room.grant reads limit under its own lock, which also guards
+	// but room.reserve reads limit under its own lock, which also guards
 	// every change of it.
 	limit int64
 	grow  func(sp *spool, to int64) bool
@@ -74,9 +75,9 @@ func newSpool(dir string, want int64) (*spool, error) {
 	return sp, nil
 }
 
-// write appends b, which only the fetch calls, one call at a time. An error
-// (the disk, or no room for a body of unannounced length) ends the body for
-// every reader that has not read past what was written.
+// write appends b; only whoever reads the upstream calls it, one call at a
+// time. An error (the disk, or no room for a body of unannounced length)
+// ends the body for every reader that has not read past what was written.
 func (s *spool) write(b []byte) error {
 	n := s.n.Load()
 	total := n + int64(len(b))
