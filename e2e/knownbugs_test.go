@@ -14,8 +14,7 @@ import (
 // Whoever merges a fix deletes its line here (the scenario then runs
 // everywhere); before that, E2E_EXPECT_FIXED runs it on demand.
 func knownBugs() map[string]string {
-	return map[string]string{
-	}
+	return map[string]string{}
 }
 
 // knownProductBug skips the test with the bug's reason unless
