@@ -23,7 +23,7 @@ type flight[T any] struct {
 	// Set before ready is closed, read only after.
 	head *http.Response // the answer as every client gets it, without a body
 	val  T
-	sp   *spool // nil: the answer is not shared (modeAlone)
+	sp   *spool // nil: the answer goes to one client as it came
 	// orig is the answer as fn returned it: in modeAlone it goes to one
 	// client as it is; otherwise only the driver or the pump reads its
 	// body.

@@ -14,15 +14,14 @@ import (
 	"io"
 )
 
-// How a flight's body reaches its clients.
+// How a flight's spooled body reaches its clients (flight.mode; zero for
+// an answer that goes to one client as it came, without a spool).
 const (
-	// modeAlone: the answer goes to one client as it came (no spool).
-	modeAlone int32 = iota
 	// modeTee: one client, the driver, reads the upstream's body itself,
 	// at its own pace as if nobody shared it, and every byte it gets is
 	// kept in the spool, so a client arriving in the middle of the body
 	// can still join.
-	modeTee
+	modeTee int32 = iota + 1
 	// modePump: two clients or more: the fetch reads the body into the
 	// spool at the upstream's pace, and each client reads the spool at
 	// its own.
