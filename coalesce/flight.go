@@ -24,7 +24,7 @@ type flight[T any] struct {
 	head *http.Response // the answer as every client gets it, without a body
 	val  T
 	sp   *spool // nil: the answer goes to one client as it came
-	// orig is the answer as fn returned it: in modeAlone it goes to one
+	// orig is the answer as fn returned it: without a spool it goes to one
 	// client as it is; otherwise only the driver or the pump reads its
 	// body.
 	orig *http.Response
@@ -47,7 +47,7 @@ type flight[T any] struct {
 	// Guarded by g.mu.
 	waiters int  // clients waiting for the answer or reading it
 	settled bool // the answer is there (ready is about to close)
-	taken   bool // the one client of an answer in modeAlone took it
+	taken   bool // the one client of an answer without a spool took it
 	driven  bool // modeTee: the driver has taken its body
 	pumped  bool // the upstream's body has ended and the spool holds its end
 	closed  bool // no client may join any more (teeStopped)
