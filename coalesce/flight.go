@@ -31,13 +31,16 @@ type flight[T any] struct {
 
 	mode atomic.Int32
 
-	// up is held (a token in it) by whoever reads the upstream's body:
-	// the driver during each read, or the pump. Guarded by it: upDone,
-	// teeStopped. A channel rather than a mutex, so that a pump waiting
-	// for the driver's read counts as blocked for testing/synctest.
+	// up is held (a token in it) by the driver during each of its reads
+	// of the upstream's body, and by the pump while it takes the body
+	// over and ends it. Guarded by it: upDone, pumping, teeStopped. A
+	// channel rather than a mutex, so that a pump waiting for the
+	// driver's read counts as blocked for testing/synctest.
 	up chan struct{}
 	// upDone: the upstream's body has ended (or was dropped) and closed.
 	upDone bool
+	// pumping: the pump has the body; only it reads it from now on.
+	pumping bool
 	// teeStopped: the spool could not keep up with the driver (no room,
 	// a disk error); the driver reads on alone and nobody may join.
 	teeStopped bool

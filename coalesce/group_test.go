@@ -245,3 +245,38 @@ func TestLastClientGoneCancelsFetch(t *testing.T) {
 		})
 	})
 }
+
+// TestDriverReadsOnAfterHandOver: once a second client has joined, the
+// client that read the upstream itself reads what the pump has spooled,
+// while the upstream still holds the rest back; it never waits for the
+// pump to have the whole body.
+func TestDriverReadsOnAfterHandOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, _ := newGroup(t, 64<<20)
+		const size, held = 4 << 20, 1 << 20
+		f := newFetch(size)
+		f.gate, f.upTo = nil, 64<<10
+		var first Outcome[string]
+		go func() { first, _ = g.Do(call(context.Background(), "k", nil), f.fn) }()
+		synctest.Wait()
+		head := make([]byte, 64<<10)
+		if _, err := io.ReadFull(first.Resp.Body, head); err != nil {
+			t.Fatal(err)
+		}
+		late := clients(g, f, "k", 1, nil)
+		synctest.Wait() // the pump has the body
+		f.src(0).release(held)
+		synctest.Wait()
+		// Everything up to what the upstream let through can be read now;
+		// a driver waiting for the pump to finish would block here.
+		if _, err := io.ReadFull(first.Resp.Body, make([]byte, held-len(head))); err != nil {
+			t.Fatal(err)
+		}
+		f.src(0).release(-1)
+		d, n, err := readDigest(first.Resp.Body)
+		first.Resp.Body.Close()
+		if r := late()[0]; r.digest != digestOf(size) || err != nil || n != size-held {
+			t.Errorf("late client %d bytes, %v; first read %d more, %v (digest %s)", r.n, r.readE, n, err, d)
+		}
+	})
+}

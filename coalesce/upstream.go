@@ -46,7 +46,7 @@ func (f *flight[T]) drive(p []byte) (int, error) {
 	switch {
 	case f.teeStopped && f.upDone:
 		return 0, io.EOF
-	case f.upDone, !f.teeStopped && f.mode.Load() != modeTee:
+	case f.upDone, f.pumping, !f.teeStopped && f.mode.Load() != modeTee:
 		return 0, errHandedOver
 	}
 	n, err := f.orig.Body.Read(p)
@@ -81,24 +81,32 @@ func (f *flight[T]) stopTee(err error) {
 }
 
 // pump reads the upstream's body into the spool once a second client has
-// joined, after the driver's read in progress, if any.
+// joined, after the driver's read in progress, if any. It takes the right
+// to read the upstream once, to mark it its own, and reads without holding
+// it: a driver that comes back must learn at once that the body went
+// over, not wait for the whole body.
 func (f *flight[T]) pump() {
 	f.lockUp()
-	defer f.unlockUp()
 	if f.upDone || f.teeStopped {
 		// The driver read it all, or reads on alone.
+		f.unlockUp()
 		return
 	}
+	f.pumping = true
+	f.unlockUp()
 	err := f.g.readFrom(f.orig.Body, f.sp)
+	f.lockUp()
+	defer f.unlockUp()
 	f.endUp(err)
 }
 
 // drop ends the upstream's body when every client has gone before it
 // ended; the fetch was cancelled first, so a read in progress ends soon.
+// A body the pump reads ends with the pump.
 func (f *flight[T]) drop() {
 	f.lockUp()
 	defer f.unlockUp()
-	if !f.upDone {
+	if !f.upDone && !f.pumping {
 		f.endUp(errAllGone)
 	}
 }
