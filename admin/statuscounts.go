@@ -21,6 +21,9 @@ type pageCounts struct {
 	// (nora_sidecar_stale_serving_since_timestamp_seconds), and staleAge →
 	// the age in seconds of the last copy served for it.
 	staleSince, staleAge map[string]float64
+	// coalesced maps format → requests that joined an identical request's
+	// fetch (nora_sidecar_coalesced_total).
+	coalesced map[string]uint64
 	// fallbacks are the from → to pairs that served at least once, busiest first.
 	fallbacks []fallbackCount
 }
@@ -36,7 +39,7 @@ type fallbackCount struct {
 // of other families are never read.
 func gatherCounts(g prometheus.Gatherer) pageCounts {
 	c := pageCounts{results: map[string]map[string]uint64{}, staleServed: map[string]uint64{},
-		staleSince: map[string]float64{}, staleAge: map[string]float64{}}
+		staleSince: map[string]float64{}, staleAge: map[string]float64{}, coalesced: map[string]uint64{}}
 	fams, _ := g.Gather()
 	for _, f := range fams {
 		switch f.GetName() {
@@ -51,6 +54,10 @@ func gatherCounts(g prometheus.Gatherer) pageCounts {
 		case "nora_sidecar_stale_served_total":
 			for _, m := range f.GetMetric() {
 				c.staleServed[metricLabel(m, "registry")] += counterCount(m)
+			}
+		case "nora_sidecar_coalesced_total":
+			for _, m := range f.GetMetric() {
+				c.coalesced[metricLabel(m, "format")] += counterCount(m)
 			}
 		case "nora_sidecar_stale_serving_since_timestamp_seconds":
 			for _, m := range f.GetMetric() {

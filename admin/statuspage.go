@@ -41,7 +41,10 @@ type pageView struct {
 type pageFormat struct {
 	Name, Status                                      string
 	Requests, Forwarded, Fallback, Stale, Synthesized uint64
-	Upstreams                                         []pageUpstream
+	// Coalesced counts the requests that joined an identical request's
+	// fetch in flight instead of making their own.
+	Coalesced uint64
+	Upstreams []pageUpstream
 }
 
 // pageUpstream groups the breakers of one upstream: its own key's row and
@@ -122,7 +125,8 @@ func groupFormats(views []breakerView, worst map[string]string, counts pageCount
 				Forwarded: res[string(answer.Forwarded)], Fallback: res[string(answer.Fallback)],
 				Stale: res[string(answer.Stale)],
 				Synthesized: res[string(answer.Synthesized503)] + res[string(answer.Synthesized404)] +
-					res[string(answer.Throttled)]})
+					res[string(answer.Throttled)],
+				Coalesced: counts.coalesced[bv.Format]})
 		}
 		f := &out[fi]
 		up := bv.Upstream

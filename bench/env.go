@@ -141,14 +141,7 @@ func (e *env) startPeers() error {
 		if e.opts.noPeers {
 			continue
 		}
-		bin, err := exec.LookPath(name)
-		if err != nil {
-			for _, d := range []string{"/usr/sbin/", "/usr/bin/"} {
-				if _, serr := os.Stat(d + name); serr == nil {
-					bin, err = d+name, nil
-				}
-			}
-		}
+		bin, err := findPeer(name)
 		if err != nil {
 			if e.opts.quick {
 				fmt.Fprintf(os.Stderr, "bench: %s not installed, skipped (bash bench/setup.sh installs it)\n", name)
@@ -170,6 +163,20 @@ func (e *env) startPeers() error {
 		e.peers = append(e.peers, peer{name: name, url: "http://" + hold.Addr(), proc: p})
 	}
 	return nil
+}
+
+// findPeer is the path of a peer proxy's binary: on PATH, or where Debian
+// puts it (/usr/sbin is not on every user's PATH).
+func findPeer(name string) (string, error) {
+	bin, err := exec.LookPath(name)
+	if err != nil {
+		for _, d := range []string{"/usr/sbin/", "/usr/bin/"} {
+			if _, serr := os.Stat(d + name); serr == nil {
+				bin, err = d+name, nil
+			}
+		}
+	}
+	return bin, err
 }
 
 func (e *env) startPeer(name, bin string, port int) (*proc, error) {

@@ -10,6 +10,7 @@
 //	go -C bench run .            # full run (the table in BENCHMARKS.md)
 //	go -C bench run . --quick    # smoke run for CI, well under two minutes
 //	go -C bench run . --only openloop --rounds 3 --duration 5s
+//	go -C bench run . --only coalesce
 //	go -C bench run . upstream --http 127.0.0.1:8080   # the upstream alone
 package main
 
@@ -97,7 +98,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.quick, "quick", false, "smoke run: one round, small counts, peers skipped if not installed")
 	fs.BoolVar(&o.noPeers, "no-peers", false, "do not start tinyproxy and squid")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work folder (configs, logs) after the run")
-	fs.StringVar(&only, "only", "", "comma-separated sections: closed,fastfail,fallback,streaming,openloop,outage,fleet,memory,interception")
+	fs.StringVar(&only, "only", "", "comma-separated sections: closed,fastfail,fallback,streaming,openloop,outage,fleet,memory,interception,coalesce")
 	fs.StringVar(&o.logLevel, "log-level", "info", "nora-breaker log_level (info writes one line per request)")
 	rounds := fs.Int("rounds", 0, "rounds per figure (default 5, quick 1)")
 	duration := fs.Duration("duration", 0, "length of each measured load run (default 3s, quick 1s)")
@@ -261,7 +262,7 @@ func runSections(e *env, rep *report) error {
 		name string
 		fn   func(*env, *report) error
 	}{{"openloop", openLoop}, {"outage", outageCost}, {"fleet", fleetCost}, {"memory", memory},
-		{"interception", interception}} {
+		{"interception", interception}, {"coalesce", coalesceSection}} {
 		if !o.want(s.name) {
 			continue
 		}

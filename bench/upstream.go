@@ -46,6 +46,8 @@ type upstream struct {
 	chunk []byte
 	// holes counts request heads that reached the black-holed listener.
 	holes atomic.Int64
+	// paced counts the requests of each paced path (coalesce.go).
+	paced pacedHits
 }
 
 // runUpstream is the "upstream" subcommand: it serves until SIGTERM/SIGINT.
@@ -121,6 +123,12 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Path == "/_bench/holes":
 		fmt.Fprintf(w, "%d\n", u.holes.Load())
+		return
+	case r.URL.Path == "/_bench/hits":
+		fmt.Fprintf(w, "%d\n", u.paced.get(r.URL.Query().Get("path")))
+		return
+	case strings.Contains(r.URL.Path, pacedMarker):
+		u.servePaced(w, r)
 		return
 	case strings.HasSuffix(r.URL.Path, "/big"):
 		size := bigBody

@@ -12,6 +12,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/answer"
 	"github.com/nora-breaker/nora-breaker/attempt"
 	"github.com/nora-breaker/nora-breaker/breakerstate"
+	"github.com/nora-breaker/nora-breaker/coalesce"
 	"github.com/nora-breaker/nora-breaker/config"
 	"github.com/nora-breaker/nora-breaker/fallback/format"
 	"github.com/nora-breaker/nora-breaker/stale"
@@ -36,6 +37,10 @@ type Options struct {
 	// answered to another host: upstream is its key, target the absolute
 	// Location (the proxy learns the host, docs/behaviour.md §3.2).
 	OnRedirect func(upstream string, target *url.URL)
+	// Coalesce, when set, lets identical GETs that arrive while one is
+	// decided share its decision (coalesce.go); nil decides every request
+	// alone. Its Registerer, Logger and Now are these Options'.
+	Coalesce *coalesce.Options
 	// Deadline bounds the time spent waiting for candidates' headers,
 	// across all candidates. A body that is being served streams on.
 	Deadline time.Duration
@@ -54,6 +59,9 @@ type Chain struct {
 	fallbacks   *prometheus.CounterVec
 	staleServed *prometheus.CounterVec
 	staleRuns   *staleWatch
+	// joins holds the decisions in flight that identical GETs may join;
+	// nil when Options.Coalesce is.
+	joins *coalesce.Group[Result]
 }
 
 // Settings are the parts of the configuration a request is decided under.
@@ -112,8 +120,13 @@ type Result struct {
 	Resp     *http.Response
 	Kind     answer.Result
 	ServedBy string // breaker key of the upstream that served, "" if none
-	// Attempts lists, in order, each upstream the loop asked or skipped.
+	// Attempts lists, in order, each upstream the loop asked or skipped;
+	// for a request that joined another's decision, that decision's
+	// attempts (shared: read only).
 	Attempts Attempts
+	// Coalesced marks a request that joined an identical request's
+	// decision in flight instead of making its own.
+	Coalesced bool
 }
 
 // New builds a Chain and registers its metrics.
@@ -141,19 +154,37 @@ func New(o Options) (*Chain, error) {
 	if c.staleRuns, err = newStaleWatch(o.Registerer); err != nil {
 		return nil, err
 	}
+	if o.Coalesce != nil {
+		co := *o.Coalesce
+		co.Registerer, co.Logger, co.Now = o.Registerer, o.Logger, o.Now
+		if c.joins, err = coalesce.New[Result](co); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
 }
 
-// Serve decides r: the one loop over the addressed upstream and then its
-// candidates, then a stale copy, then the terminal answer. Each pass asks
-// one upstream, after two checks (may the loop go on, is the upstream
-// admitted); a pass that produces the client's answer ends the loop.
+// Serve decides r, together with the identical GETs in flight when it may
+// share their decision (coalesce.go), else alone.
 func (c *Chain) Serve(r Request) Result {
 	if r.HostKey == "" {
 		r.HostKey = r.Addressed.Key
 	}
-	s := &search{c: c, r: r, fm: c.o.Formats.Of(r.Addressed.Format),
-		attempts: make(Attempts, 0, 1+len(r.Candidates))}
+	fm := c.o.Formats.Of(r.Addressed.Format)
+	key, sk, ok := c.joinKey(r, fm)
+	if ok {
+		return c.serveJoined(r, fm, sk, key)
+	}
+	return c.decide(r, fm, sk)
+}
+
+// decide is the one loop over the addressed upstream and then its
+// candidates, then a stale copy, then the terminal answer. Each pass asks
+// one upstream, after two checks (may the loop go on, is the upstream
+// admitted); a pass that produces the client's answer ends the loop.
+// sk is the request's stale key when it is already known.
+func (c *Chain) decide(r Request, fm format.Format, sk knownStaleKey) Result {
+	s := &search{c: c, r: r, fm: fm, sk: sk, attempts: make(Attempts, 0, 1+len(r.Candidates))}
 	for i := 0; i <= len(r.Candidates); i++ {
 		u := s.upstream(i)
 		if i > 0 && !s.mayGoOn() {

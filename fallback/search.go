@@ -30,6 +30,7 @@ type search struct {
 	c  *Chain
 	r  Request
 	fm format.Format // the addressed upstream's format, which its candidates share
+	sk knownStaleKey // the request's stale key, once worked out
 
 	attempts Attempts
 	// skipped lists the keys whose breaker refused an attempt (addressed

@@ -74,13 +74,32 @@ func (s *search) keepStale(resp *http.Response) {
 
 // staleKey is the key the request's copies are kept and looked up under.
 func (s *search) staleKey() (format.StaleKey, bool) {
-	return s.fm.Stale(s.r.Addressed, s.r.Client, s.stalePolicy())
+	if !s.sk.known {
+		s.sk = staleKeyOf(s.r, s.fm)
+	}
+	return s.sk.key, s.sk.ok
+}
+
+// knownStaleKey is a request's stale key once it has been worked out (a
+// request is keyed once, though both coalescing and the loop need it).
+type knownStaleKey struct {
+	key       format.StaleKey
+	ok, known bool
+}
+
+// staleKeyOf works out r's stale key under its format.
+func staleKeyOf(r Request, fm format.Format) knownStaleKey {
+	key, ok := fm.Stale(r.Addressed, r.Client, r.Settings.stalePolicy())
+	return knownStaleKey{key: key, ok: ok, known: true}
 }
 
 // stalePolicy is how the request's copies are keyed under its settings;
 // a format may refine it (docker names credentials by token).
-func (s *search) stalePolicy() stale.Policy {
-	return stale.Policy{Mode: s.r.Settings.StaleMode, CredentialHeaders: s.r.Settings.CredentialHeaders}
+func (s *search) stalePolicy() stale.Policy { return s.r.Settings.stalePolicy() }
+
+// stalePolicy is how copies are keyed under these settings.
+func (st Settings) stalePolicy() stale.Policy {
+	return stale.Policy{Mode: st.StaleMode, CredentialHeaders: st.CredentialHeaders}
 }
 
 // env is what the request's settings lend its format.

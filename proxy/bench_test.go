@@ -1,8 +1,11 @@
 package proxy
 
 import (
+	"fmt"
 	"io"
 	"net/http"
+	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -82,6 +85,27 @@ func BenchmarkProxyClosedPath(b *testing.B) {
 	ixBenchGet(b, c, up.URL+"/maven2/g/a/1/a-1.jar", http.StatusOK)
 }
 
+// BenchmarkProxyClosedPathDistinct: BenchmarkProxyClosedPath with a URL
+// of its own for every request, so that no two share a fetch
+// (docs/behaviour.md §5.9) and each pays the whole forward path.
+func BenchmarkProxyClosedPathDistinct(b *testing.B) {
+	_, up, c := ixBenchProxy(b)
+	var n atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			resp, err := c.Get(fmt.Sprintf("%s/maven2/g/a/1/a-1.jar?i=%d", up.URL, n.Add(1)))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	})
+}
+
 // BenchmarkProxyFastFail: the breaker is open and the proxy answers 503
 // itself; the upstream must never be asked.
 func BenchmarkProxyFastFail(b *testing.B) {
@@ -92,5 +116,47 @@ func BenchmarkProxyFastFail(b *testing.B) {
 	ixBenchGet(b, c, up.URL+"/maven2/g/a/1/a-1.jar", http.StatusServiceUnavailable)
 	if up.hits.Load() != 0 {
 		b.Fatalf("open breaker let %d requests through", up.hits.Load())
+	}
+}
+
+// BenchmarkProxyLargeBody: one client at a time fetching a 16 MiB body (a
+// jar, a wheel, a layer) through the proxy, each under a URL of its own;
+// b.SetBytes makes it a throughput figure. With stale_dir set, every body
+// is also written to the stale cache.
+func BenchmarkProxyLargeBody(b *testing.B) {
+	const size = 16 << 20
+	chunk := make([]byte, 256<<10)
+	up := newUpstream(b, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		for left := size; left > 0; left -= len(chunk) {
+			w.Write(chunk[:min(left, len(chunk))])
+		}
+	})
+	for _, stale := range []bool{false, true} {
+		b.Run(fmt.Sprintf("stale=%v", stale), func(b *testing.B) {
+			extra := ""
+			if stale {
+				extra = fmt.Sprintf("[sidecar]\nstale_dir = %q\nstale_max_bytes = \"256MiB\"\n", b.TempDir())
+			}
+			tp := ixServe(b, ixMaven(up.URL, true, extra), zerolog.New(io.Discard).Level(zerolog.InfoLevel))
+			tr := &http.Transport{Proxy: http.ProxyURL(tp.URL), DisableCompression: true}
+			b.Cleanup(tr.CloseIdleConnections)
+			c := &http.Client{Transport: tr}
+			buf := make([]byte, 256<<10)
+			b.SetBytes(size)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				resp, err := c.Get(fmt.Sprintf("%s/maven2/g/a/1/a-1.jar?i=%d", up.URL, i))
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, err := io.CopyBuffer(struct{ io.Writer }{io.Discard}, resp.Body, buf)
+				resp.Body.Close()
+				if err != nil || n != size {
+					b.Fatalf("%d bytes, %v", n, err)
+				}
+			}
+		})
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/certs"
 	"github.com/nora-breaker/nora-breaker/clientconn"
+	"github.com/nora-breaker/nora-breaker/coalesce"
 	"github.com/nora-breaker/nora-breaker/config"
 	"github.com/nora-breaker/nora-breaker/destination"
 	"github.com/nora-breaker/nora-breaker/fallback"
@@ -203,9 +204,12 @@ func (p *Proxy) buildFallback(cfg *config.Config) error {
 	if p.throttles, err = throttle.New(p.now, keyNames(keySettings(cfg)), p.deps.Registry); err != nil {
 		return err
 	}
+	// Identical GETs share one decision (docs/behaviour.md §5.9), their
+	// bodies spooled in the temp directory under the stale cache's bounds.
+	co := &coalesce.Options{MaxBytes: cfg.Sidecar.StaleMaxObjectBytes, TotalBytes: cfg.Sidecar.StaleMaxBytes}
 	p.chain, err = fallback.New(fallback.Options{Breakers: p.breakers, Sender: sender,
 		Formats: formats(p.now, p.breakers), Stale: p.stale, Throttles: p.throttles, OnRedirect: p.onRedirect,
-		Now: p.now, Registerer: p.deps.Registry, Logger: p.log})
+		Coalesce: co, Now: p.now, Registerer: p.deps.Registry, Logger: p.log})
 	return err
 }
 

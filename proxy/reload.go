@@ -58,7 +58,8 @@ type restartSetting struct {
 //   - listen, admin_listen: the listeners, opened by main;
 //   - ca_cert, ca_key: the interception CA, loaded by buildCA;
 //   - stale_dir, stale_max_bytes, stale_max_object_bytes: the stale cache,
-//     opened by buildFallback;
+//     opened by buildFallback, which also bounds the coalesced bodies' spools
+//     by the two sizes;
 //   - idle_timeout: the client-facing servers (Serve, Handler, mitm.go),
 //     through p.fixed;
 //   - max_connections: the proxy listener's limit, set up in Serve

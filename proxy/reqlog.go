@@ -36,7 +36,9 @@ type record struct {
 	result   answer.Result
 	servedBy string
 	attempts fallback.Attempts
-	status   int
+	// coalesced: the request joined an identical request's decision.
+	coalesced bool
+	status    int
 	// err is why the proxy answered with an error of its own outside the
 	// fallback loop (an unclassified host, a CONNECT's dial), for the log.
 	err error
@@ -52,7 +54,7 @@ func (p *Proxy) newRecord(req *http.Request) *record {
 
 // apply takes over what the fallback loop decided.
 func (r *record) apply(res fallback.Result) {
-	r.result, r.servedBy, r.attempts = res.Kind, res.ServedBy, res.Attempts
+	r.result, r.servedBy, r.attempts, r.coalesced = res.Kind, res.ServedBy, res.Attempts, res.Coalesced
 }
 
 // deny records a refusal by policy and returns the refusal.
@@ -121,6 +123,10 @@ func (p *Proxy) emit(rec *record, bytes int64) {
 	}
 	if rec.err != nil {
 		ev = ev.Str("error", rec.err.Error())
+	}
+	if rec.coalesced {
+		// Its attempts are the decision's it joined, made once for all.
+		ev = ev.Bool("coalesced", true)
 	}
 	ev.
 		Str("method", rec.method).Str("scheme", rec.scheme).Str("host", rec.host).

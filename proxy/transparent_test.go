@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -189,7 +190,9 @@ func TestTransparentBreakerLifecycle(t *testing.T) {
 	}
 }
 
-// ixConcurrentGets fires n GETs at once; it releases the upstream once every
+// ixConcurrentGets fires n GETs at once, each for a URL of its own
+// (identical GETs would share the probe's decision, docs/behaviour.md
+// §5.9); it releases the upstream once every
 // request but the one held there has been answered, and counts the statuses.
 func ixConcurrentGets(t *testing.T, c *http.Client, target string, n int, arrived <-chan struct{}, release chan struct{}) map[int]int {
 	t.Helper()
@@ -201,7 +204,7 @@ func ixConcurrentGets(t *testing.T, c *http.Client, target string, n int, arrive
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, err := c.Get(target)
+			resp, err := c.Get(fmt.Sprintf("%s?n=%d", target, i))
 			if err != nil {
 				t.Error(err)
 				answered <- struct{}{}

@@ -1,0 +1,328 @@
+package proxy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nora-breaker/nora-breaker/breakerstate"
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
+)
+
+// The end-to-end tests of coalescing (docs/behaviour.md §5.9): identical
+// GETs through a real proxy over loopback. An upstream that holds its body
+// back after the first bytes keeps the fetch in flight, so every client
+// sent meanwhile joins it; the test releases the body once each client
+// has its answer's headers.
+
+// heldBody serves size bytes of a pattern that depends on the URL: the
+// first 64 KiB at once, the rest once release is closed.
+func heldBody(size int, release <-chan struct{}) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body := patternFor(r.URL.Path, size)
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		w.Header().Set("Content-Type", "application/java-archive")
+		first := min(size, 64<<10)
+		w.Write(body[:first])
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		w.Write(body[first:])
+	}
+}
+
+// patternFor is the body served for path.
+func patternFor(path string, size int) []byte {
+	seed := sha256.Sum256([]byte(path))
+	b := make([]byte, size)
+	for i := range b {
+		b[i] = seed[i%len(seed)] ^ byte(i/251)
+	}
+	return b
+}
+
+func digest(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
+
+// coalesceConfig is two maven upstreams, a and b.
+func coalesceConfig(a, b string) string {
+	return fmt.Sprintf(`
+[circuit_breaker]
+enabled = true
+failure_threshold = 3
+[registries]
+enable = "maven"
+[maven]
+proxies = ["%s/maven2", "%s/repo"]
+`, a, b)
+}
+
+// started is a request sent and its answer's headers.
+type started struct {
+	resp   *http.Response
+	cancel context.CancelFunc
+	err    error
+}
+
+// startGets sends n GETs of url through c at once, with hdr, and returns
+// once each has its answer's headers (or failed).
+func startGets(t *testing.T, c *http.Client, url string, n int, hdr func(i int) http.Header) []started {
+	t.Helper()
+	out := make([]started, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			ctx, cancel := context.WithCancel(context.Background())
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			if hdr != nil {
+				req.Header = hdr(i)
+			}
+			resp, err := c.Do(req)
+			out[i] = started{resp: resp, cancel: cancel, err: err}
+		})
+	}
+	wg.Wait()
+	for i, s := range out {
+		if s.err != nil {
+			t.Fatalf("client %d: %v", i, s.err)
+		}
+		t.Cleanup(s.cancel)
+	}
+	return out
+}
+
+// readAll reads every started body at once and returns the digests (or
+// the errors) in order.
+func readAll(ss []started) []string {
+	out := make([]string, len(ss))
+	var wg sync.WaitGroup
+	for i, s := range ss {
+		wg.Go(func() {
+			b, err := io.ReadAll(s.resp.Body)
+			s.resp.Body.Close()
+			if err != nil {
+				out[i] = "error: " + err.Error()
+				return
+			}
+			out[i] = digest(b)
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// coalescedCount is nora_sidecar_coalesced_total for format.
+func coalescedCount(t *testing.T, tp *testProxy, format string) int {
+	t.Helper()
+	mfs, err := tp.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "nora_sidecar_coalesced_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "format" && l.GetValue() == format {
+					return int(m.GetCounter().GetValue())
+				}
+			}
+		}
+	}
+	return 0
+}
+
+func TestCoalescedGets(t *testing.T) {
+	release := make(chan struct{})
+	a := newUpstream(t, heldBody(4<<20, release))
+	tp := newTestProxy(t, coalesceConfig(a.URL, a.URL), nil)
+	c := proxyClient(t, tp, nil)
+	url := a.URL + "/maven2/g/a/1/a-1.jar"
+	ss := startGets(t, c, url, 20, nil)
+	close(release)
+	want := digest(patternFor("/maven2/g/a/1/a-1.jar", 4<<20))
+	for i, d := range readAll(ss) {
+		if d != want {
+			t.Errorf("client %d: %s", i, d)
+		}
+	}
+	if n := a.hits.Load(); n != 1 {
+		t.Errorf("the upstream was asked %d times, want once", n)
+	}
+	testkit.PollUntil(t, 5*time.Second, func() bool { return requestsOfFormat(t, tp.Registry, "maven") == 20 })
+	if n := coalescedCount(t, tp, "maven"); n != 19 {
+		t.Errorf("coalesced: %d, want 19", n)
+	}
+	if n := strings.Count(tp.Logs.String(), `"coalesced":true`); n != 19 {
+		t.Errorf("%d log lines say coalesced, want 19", n)
+	}
+	if _, page := ixAdmin(t, tp, "GET", "/", ""); !strings.Contains(page, "19 joined an identical fetch") {
+		t.Error("the status page does not show the coalesced requests")
+	}
+}
+
+// TestCoalescedFirstClientLeaves: the client whose request started the
+// fetch goes away in the middle of the body; the others' bodies are whole.
+func TestCoalescedFirstClientLeaves(t *testing.T) {
+	release := make(chan struct{})
+	a := newUpstream(t, heldBody(4<<20, release))
+	tp := newTestProxy(t, coalesceConfig(a.URL, a.URL), nil)
+	c := proxyClient(t, tp, nil)
+	url := a.URL + "/maven2/g/a/1/a-1.jar"
+	first := startGets(t, c, url, 1, nil)[0]
+	if _, err := io.ReadFull(first.resp.Body, make([]byte, 32<<10)); err != nil {
+		t.Fatal(err)
+	}
+	others := startGets(t, c, url, 5, nil)
+	first.cancel()
+	first.resp.Body.Close()
+	close(release)
+	want := digest(patternFor("/maven2/g/a/1/a-1.jar", 4<<20))
+	for i, d := range readAll(others) {
+		if d != want {
+			t.Errorf("client %d: %s", i, d)
+		}
+	}
+	if n := a.hits.Load(); n != 1 {
+		t.Errorf("the upstream was asked %d times, want once", n)
+	}
+	key := fbKeys(t, tp, "maven")[0]
+	testkit.PollUntil(t, 5*time.Second, func() bool { return requestsOfFormat(t, tp.Registry, "maven") == 6 })
+	if s := breakerOf(t, tp, key); s.FailureCount != 0 {
+		t.Errorf("%d failures counted for a client that left", s.FailureCount)
+	}
+}
+
+// TestCoalescedStoppedClient: a client that stops reading does not hold
+// up the others.
+func TestCoalescedStoppedClient(t *testing.T) {
+	release := make(chan struct{})
+	a := newUpstream(t, heldBody(16<<20, release))
+	tp := newTestProxy(t, coalesceConfig(a.URL, a.URL), nil)
+	c := proxyClient(t, tp, nil)
+	url := a.URL + "/maven2/g/a/1/a-1.jar"
+	stopped := startGets(t, c, url, 1, nil)[0] // never reads its body
+	others := startGets(t, c, url, 5, nil)
+	close(release)
+	done := make(chan []string, 1)
+	go func() { done <- readAll(others) }()
+	select {
+	case got := <-done:
+		want := digest(patternFor("/maven2/g/a/1/a-1.jar", 16<<20))
+		for i, d := range got {
+			if d != want {
+				t.Errorf("client %d: %s", i, d)
+			}
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the other clients were held up by the one that stopped reading")
+	}
+	stopped.resp.Body.Close()
+	if n := a.hits.Load(); n != 1 {
+		t.Errorf("the upstream was asked %d times, want once", n)
+	}
+}
+
+// TestCoalescedFailover: while the addressed upstream fails, twenty
+// identical GETs cost it one request and one failure, and the candidate
+// one request.
+func TestCoalescedFailover(t *testing.T) {
+	release := make(chan struct{})
+	a := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "broken", http.StatusBadGateway)
+	})
+	b := newUpstream(t, heldBody(1<<20, release))
+	tp := newTestProxy(t, coalesceConfig(a.URL, b.URL), nil)
+	c := proxyClient(t, tp, nil)
+	ss := startGets(t, c, a.URL+"/maven2/g/a/1/a-1.jar", 20, nil)
+	close(release)
+	want := digest(patternFor("/repo/g/a/1/a-1.jar", 1<<20))
+	for i, d := range readAll(ss) {
+		if d != want || ss[i].resp.StatusCode != 200 {
+			t.Errorf("client %d: %d %s", i, ss[i].resp.StatusCode, d)
+		}
+	}
+	if na, nb := a.hits.Load(), b.hits.Load(); na != 1 || nb != 1 {
+		t.Errorf("a asked %d times, b %d; want once each", na, nb)
+	}
+	keys := fbKeys(t, tp, "maven")
+	if s := breakerOf(t, tp, keys[0]); s.FailureCount != 1 || s.State != breakerstate.Closed {
+		t.Errorf("a's breaker: %s, %d failures; want closed with 1", s.State, s.FailureCount)
+	}
+}
+
+// TestCoalescedCredentialsApart: clients with other credentials never
+// share a fetch.
+func TestCoalescedCredentialsApart(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	seen := map[string]int{}
+	held := heldBody(1<<20, release)
+	a := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.Header.Get("Authorization")]++
+		mu.Unlock()
+		held(w, r)
+	})
+	tp := newTestProxy(t, coalesceConfig(a.URL, a.URL), nil)
+	c := proxyClient(t, tp, nil)
+	users := []string{"Basic YWxpY2U6YQ==", "Basic Ym9iOmI="}
+	ss := startGets(t, c, a.URL+"/maven2/g/a/1/a-1.jar", 8, func(i int) http.Header {
+		return http.Header{"Authorization": {users[i%2]}}
+	})
+	close(release)
+	readAll(ss)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 2 || seen[users[0]] != 1 || seen[users[1]] != 1 {
+		t.Errorf("the upstream saw %v; want one request per set of credentials", seen)
+	}
+}
+
+// TestCoalescedManyURLs: 200 concurrent requests over 20 URLs (run under
+// -race): every client gets its URL's whole body, and each URL costs the
+// upstream at least one request and far fewer than its clients.
+func TestCoalescedManyURLs(t *testing.T) {
+	a := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		var n int
+		fmt.Sscan(strings.TrimPrefix(r.URL.Path, "/maven2/g/"), &n)
+		size := 1000 + n*23<<10
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		w.Write(patternFor(r.URL.Path, size))
+	})
+	tp := newTestProxy(t, coalesceConfig(a.URL, a.URL), nil)
+	c := proxyClient(t, tp, nil)
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Go(func() {
+			n := i % 20
+			path := fmt.Sprintf("/maven2/g/%d", n)
+			resp, err := c.Get(a.URL + path)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || digest(b) != digest(patternFor(path, 1000+n*23<<10)) {
+				t.Errorf("%s: %d bytes, %v", path, len(b), err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := a.hits.Load(); n < 20 || n > 200 {
+		t.Errorf("the upstream was asked %d times", n)
+	}
+	t.Logf("200 requests over 20 URLs reached the upstream %d times", a.hits.Load())
+}
