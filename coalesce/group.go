@@ -122,6 +122,9 @@ type Call struct {
 	// Header is the client's request headers, which an answer's Vary is
 	// checked against.
 	Header http.Header
+	// Fresh: the request may only join a fetch whose answer has not come
+	// yet (Fresh of its request).
+	Fresh bool
 }
 
 // Outcome is one client's part of a fetch.
@@ -158,6 +161,12 @@ func (g *Group[T]) Do(c Call, fn func(context.Context) (*http.Response, T)) (Out
 	fk := flightKey{scope: c.Scope, key: c.Key}
 	g.mu.Lock()
 	f, joined := g.flights[fk]
+	if joined && c.Fresh && f.settled {
+		// The answer in flight was made before this request was sent.
+		g.mu.Unlock()
+		resp, v := fn(c.Ctx)
+		return Outcome[T]{Resp: resp, Value: v}, nil
+	}
 	if !joined {
 		f = g.newFlight(fk, c)
 		g.flights[fk] = f

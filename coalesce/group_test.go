@@ -84,29 +84,60 @@ func TestOneFetchForIdenticalRequests(t *testing.T) {
 	}
 }
 
-// TestJoinMidBody: a client that arrives while the body streams joins the
-// fetch and still gets it from its first byte.
-func TestJoinMidBody(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		g, _ := newGroup(t, 64<<20)
-		const size = 2 << 20
-		f := newFetch(size)
-		f.gate, f.upTo = nil, size/2
-		first := clients(g, f, "k", 1, nil)
-		synctest.Wait() // half the body is in the spool, and the first client has read it
-		late := clients(g, f, "k", 1, nil)
-		synctest.Wait()
-		f.src(0).release(-1)
-		want := digestOf(size)
-		for i, r := range append(first(), late()...) {
-			if r.digest != want || r.n != size || r.readE != nil || r.out.Joined != (i == 1) {
-				t.Errorf("client %d: %d bytes, joined %v, %v", i, r.n, r.out.Joined, r.readE)
-			}
-		}
-		if f.calls.Load() != 1 {
-			t.Errorf("calls %d, want 1", f.calls.Load())
-		}
-	})
+// TestJoinWindow: a client that arrives while the body streams joins the
+// fetch and gets it from its first byte as long as the one client reading
+// it has not asked for more than the join window (the first headBytes, kept
+// in memory); after that the first client reads on without keeping the body,
+// and the late one fetches for itself. Both get the whole body either way.
+func TestJoinWindow(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		readTo int64 // how far the first client has read when the second comes
+		joins  bool
+	}{
+		{"within the window", headBytes / 2, true},
+		// The first client has all of the window and asks for more: the
+		// window closes then, before the next byte has come.
+		{"at its end", headBytes, false},
+		{"far past it", 1 << 20, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				g, _ := newGroup(t, 64<<20)
+				const size = 2 << 20
+				f := newFetch(size)
+				f.gate, f.upTo = nil, c.readTo
+				first := clients(g, f, "k", 1, nil)
+				synctest.Wait() // the first client has read all the source gave
+				if !c.joins && (g.room.reserved != 0 || g.inFlight() != 0) {
+					t.Fatalf("past the window, alone: %d bytes of room still reserved, %d fetches open to joining",
+						g.room.reserved, g.inFlight())
+				}
+				late := clients(g, f, "k", 1, nil)
+				synctest.Wait()
+				f.src(0).release(-1)
+				if !c.joins {
+					f.src(1).release(-1)
+				}
+				want := digestOf(size)
+				for i, r := range append(first(), late()...) {
+					if r.digest != want || r.n != size || r.readE != nil || r.out.Joined != (i == 1 && c.joins) {
+						t.Errorf("client %d: %d bytes, joined %v, %v", i, r.n, r.out.Joined, r.readE)
+					}
+				}
+				wantCalls := int64(1)
+				if !c.joins {
+					wantCalls = 2
+				}
+				if f.calls.Load() != wantCalls {
+					t.Errorf("calls %d, want %d", f.calls.Load(), wantCalls)
+				}
+				if g.inFlight() != 0 || g.room.reserved != 0 {
+					t.Errorf("%d fetches left in flight, %d bytes of room reserved", g.inFlight(), g.room.reserved)
+				}
+			})
+		})
+	}
 }
 
 // TestStoppedFollowerStallsNobody: one client reads a little and then
@@ -255,11 +286,11 @@ func TestDriverReadsOnAfterHandOver(t *testing.T) {
 		g, _ := newGroup(t, 64<<20)
 		const size, held = 4 << 20, 1 << 20
 		f := newFetch(size)
-		f.gate, f.upTo = nil, 64<<10
+		f.gate, f.upTo = nil, 16<<10 // within the join window
 		var first Outcome[string]
 		go func() { first, _ = g.Do(call(context.Background(), "k", nil), f.fn) }()
 		synctest.Wait()
-		head := make([]byte, 64<<10)
+		head := make([]byte, 16<<10)
 		if _, err := io.ReadFull(first.Resp.Body, head); err != nil {
 			t.Fatal(err)
 		}
@@ -277,6 +308,58 @@ func TestDriverReadsOnAfterHandOver(t *testing.T) {
 		first.Resp.Body.Close()
 		if r := late()[0]; r.digest != digestOf(size) || err != nil || n != size-held {
 			t.Errorf("late client %d bytes, %v; first read %d more, %v (digest %s)", r.n, r.readE, n, err, d)
+		}
+	})
+}
+
+// TestFreshJoinsOnlyBeforeTheAnswer: a no-cache request (Maven's resolver
+// sends one for every pull) joins a fetch still waiting for its answer,
+// which is made after the request was sent; once that answer has come, it
+// fetches for itself, while a request without no-cache still joins.
+func TestFreshJoinsOnlyBeforeTheAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, _ := newGroup(t, 64<<20)
+		const size = 10 << 10
+		f := newFetch(size)
+		f.upTo = size / 2 // the body streams until the test lets it end
+		fresh := func(ctx context.Context) Call { c := call(ctx, "k", nil); c.Fresh = true; return c }
+		outs := make([]Outcome[string], 4)
+		var wg sync.WaitGroup
+		do := func(i int, c Call) {
+			wg.Go(func() {
+				out, err := g.Do(c, f.fn)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d, _, err := readDigest(out.Resp.Body); d != digestOf(size) || err != nil {
+					t.Errorf("client %d: %v", i, err)
+				}
+				out.Resp.Body.Close()
+				outs[i] = out
+			})
+		}
+		do(0, call(context.Background(), "k", nil))
+		synctest.Wait()
+		do(1, fresh(context.Background())) // before the answer: joins
+		synctest.Wait()
+		close(f.gate)
+		synctest.Wait()                             // the answer is there, half its body read
+		do(2, fresh(context.Background()))          // after it: a fetch of its own
+		do(3, call(context.Background(), "k", nil)) // still joins
+		synctest.Wait()
+		for i := range f.calls.Load() {
+			f.src(int(i)).release(-1)
+		}
+		wg.Wait()
+		if !outs[1].Joined || outs[1].Value != "call 1" {
+			t.Errorf("no-cache before the answer: %q, joined %v; want the first fetch", outs[1].Value, outs[1].Joined)
+		}
+		if outs[2].Joined || outs[2].Value != "call 2" {
+			t.Errorf("no-cache after the answer: %q, joined %v; want a fetch of its own", outs[2].Value, outs[2].Joined)
+		}
+		if !outs[3].Joined || outs[3].Value != "call 1" {
+			t.Errorf("plain request after the answer: %q, joined %v; want the first fetch", outs[3].Value, outs[3].Joined)
 		}
 	})
 }

@@ -28,8 +28,9 @@ var keyedHeaders = [...]string{"Accept-Encoding", "If-None-Match", "If-Modified-
 // Refused: every method but GET (HEAD included: its answer has no body to
 // share, and docker clients send it to learn what changed), a request with
 // a body or asking to switch protocols, Range and If-Range (each client
-// asks for other bytes), and Cache-Control or Pragma no-cache (the client
-// asks for an answer made for it).
+// asks for other bytes). A request with Cache-Control or Pragma no-cache
+// is keyed like any other, but may only join a fetch whose answer has not
+// come yet (Fresh).
 func Key(base string, req *http.Request, cred string) (key string, ok bool) {
 	if !eligible(req) {
 		return "", false
@@ -71,6 +72,16 @@ func eligible(req *http.Request) bool {
 	if len(h.Values("Range")) > 0 || len(h.Values("If-Range")) > 0 || len(h.Values("Upgrade")) > 0 {
 		return false
 	}
-	return !httpguts.HeaderValuesContainsToken(h.Values("Cache-Control"), "no-cache") &&
-		!httpguts.HeaderValuesContainsToken(h.Values("Pragma"), "no-cache")
+	return true
+}
+
+// Fresh reports a request asking, with Cache-Control or Pragma no-cache,
+// for an answer no earlier than itself. It may join a fetch whose answer
+// has not come yet: that answer is made after the request was sent, as
+// fresh as one fetched for it alone. Maven's resolver asks no-cache on
+// every request, so without this no Maven pull would ever be shared.
+func Fresh(req *http.Request) bool {
+	h := req.Header
+	return httpguts.HeaderValuesContainsToken(h.Values("Cache-Control"), "no-cache") ||
+		httpguts.HeaderValuesContainsToken(h.Values("Pragma"), "no-cache")
 }

@@ -27,14 +27,38 @@ func TestKeyRefuses(t *testing.T) {
 		{"a body", httptest.NewRequest(http.MethodGet, "http://repo.test/a", strings.NewReader("x")), false},
 		{"Range", get(set("Range", "bytes=0-99")), false},
 		{"If-Range", get(set("If-Range", `"e1"`)), false},
-		{"Cache-Control no-cache", get(set("Cache-Control", "max-age=0, no-cache")), false},
-		{"Cache-Control NO-CACHE", get(set("Cache-Control", "NO-CACHE")), false},
-		{"Pragma no-cache", get(set("Pragma", "no-cache")), false},
-		{"Cache-Control max-age=0", get(set("Cache-Control", "max-age=0")), true},
 		{"a websocket", get(set("Upgrade", "websocket")), false},
 	} {
 		if _, ok := Key("base", c.req, ""); ok != c.ok {
 			t.Errorf("%s: ok %v, want %v", c.name, ok, c.ok)
+		}
+	}
+}
+
+// TestFresh: no-cache in either header, in any case, asks for a fresh
+// answer; max-age=0 alone does not (it allows revalidation).
+func TestFresh(t *testing.T) {
+	for _, c := range []struct {
+		header, value string
+		fresh         bool
+	}{
+		{"Cache-Control", "max-age=0, no-cache", true},
+		{"Cache-Control", "NO-CACHE", true},
+		{"Cache-Control", "no-cache, no-store", true},
+		{"Pragma", "no-cache", true},
+		{"Cache-Control", "max-age=0", false},
+		{"Cache-Control", "no-store", false},
+		{"", "", false},
+	} {
+		r := httptest.NewRequest(http.MethodGet, "http://repo.test/a", nil)
+		if c.header != "" {
+			r.Header.Set(c.header, c.value)
+		}
+		if _, ok := Key("base", r, ""); !ok {
+			t.Errorf("%s: %s: refused", c.header, c.value)
+		}
+		if got := Fresh(r); got != c.fresh {
+			t.Errorf("%s: %s: fresh %v, want %v", c.header, c.value, got, c.fresh)
 		}
 	}
 }

@@ -49,6 +49,25 @@ func (f *flight[T]) drive(p []byte) (int, error) {
 	case f.upDone, f.pumping, !f.teeStopped && f.mode.Load() != modeTee:
 		return 0, errHandedOver
 	}
+	if !f.teeStopped && f.sp.onDisk() {
+		// The join window: a body kept only in memory so far. A read
+		// that would go past it asks first whether anybody else wants
+		// the body; nobody does, and the driver reads on without the
+		// spool (no byte of it goes to disk) while later identical
+		// requests fetch for themselves.
+		if kept := f.sp.n.Load(); kept < headBytes {
+			p = p[:min(int64(len(p)), headBytes-kept)]
+		} else {
+			switch f.closeIfAlone() {
+			case aloneClosed:
+				f.teeStopped = true
+				f.sp.finish(errPastJoinWindow, nil)
+				f.g.room.release(f.sp)
+			case aloneHandedOver:
+				return 0, errHandedOver
+			}
+		}
+	}
 	n, err := f.orig.Body.Read(p)
 	if n > 0 && !f.teeStopped {
 		if werr := f.sp.write(p[:n]); werr != nil {
@@ -59,6 +78,37 @@ func (f *flight[T]) drive(p []byte) (int, error) {
 		f.endUp(err)
 	}
 	return n, err
+}
+
+// errPastJoinWindow ends the spool of a body whose one client read past
+// the join window with nobody else waiting: nobody will ever read it.
+var errPastJoinWindow = errors.New("past the join window with one client")
+
+// What closeIfAlone found.
+const (
+	aloneClosed     = iota // the driver is alone: nobody may join any more
+	aloneWaited            // others wait to take the answer: the tee goes on
+	aloneHandedOver        // a second client took it: the pump reads now
+)
+
+// closeIfAlone closes the fetch to new clients when its driver is the only
+// one waiting for it or reading it. A client that has joined but not yet
+// taken its answer counts: it will hand the body over as soon as it does.
+func (f *flight[T]) closeIfAlone() int {
+	g := f.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case f.mode.Load() != modeTee:
+		return aloneHandedOver
+	case f.waiters > 1:
+		return aloneWaited
+	}
+	f.closed = true
+	if g.flights[f.key] == f {
+		delete(g.flights, f.key)
+	}
+	return aloneClosed
 }
 
 // stopTee ends the spool of a body only its driver reads, which goes on

@@ -192,8 +192,10 @@ func (b *reactionBench) startNora(t *testing.T, s suite) {
 	b.secure = newFront(t, "upstream-https", "", throttled, tlsCfg)
 
 	// In the 503 scenario a forced-open breaker reports reset_timeout as its
-	// Retry-After; in the 429 one the breakers stay closed (a 429 is no
-	// failure) and reset_timeout does not matter.
+	// Retry-After, moved by the jitter, which is off here: each client is
+	// told the scenario's value exactly (with the default jitter a 5 s
+	// reset_timeout is told as 5 or 6 s). In the 429 one the breakers stay
+	// closed (a 429 is no failure) and reset_timeout does not matter.
 	reset := a.retryAfter
 	if a.status == http.StatusTooManyRequests {
 		reset = 30 * time.Second
@@ -203,7 +205,8 @@ func (b *reactionBench) startNora(t *testing.T, s suite) {
 		resolve[h] = b.plain.addr
 	}
 	b.n = startNora(t, s, b.dir, noraOpts{
-		formats: breakerTOML(5, reset, "pypi,npm,maven,go,cargo,docker,deb") + `[pypi]
+		formats: strings.Replace(breakerTOML(5, reset, "pypi,npm,maven,go,cargo,docker,deb"),
+			"[registries]", "jitter = 0\n[registries]", 1) + `[pypi]
 proxies = ["http://` + rxPypi + `/simple"]
 proxy_timeout = 5
 [npm]

@@ -40,7 +40,7 @@ func (c *Chain) joinKey(r Request, fm format.Format) (key string, sk knownStaleK
 // under other upstreams and settings.
 func (c *Chain) serveJoined(r Request, fm format.Format, sk knownStaleKey, key string) Result {
 	call := coalesce.Call{Key: key, Scope: r.Addressed, Label: r.Addressed.Format, Ctx: r.Client.Context(),
-		Header: r.Client.Header}
+		Header: r.Client.Header, Fresh: coalesce.Fresh(r.Client)}
 	out, err := c.joins.Do(call, func(ctx context.Context) (*http.Response, Result) {
 		// The decision runs under the fetch's context, which outlives
 		// this client while others wait. The loop only reads the request,

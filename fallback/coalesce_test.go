@@ -198,7 +198,7 @@ func TestCoalescedCredentialsApart(t *testing.T) {
 func TestNotCoalesced(t *testing.T) {
 	for name, h := range map[string]http.Header{
 		"range":    {"Range": {"bytes=0-3"}},
-		"no-cache": {"Cache-Control": {"no-cache"}},
+		"if-range": {"If-Range": {`"v1"`}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -244,6 +244,29 @@ func TestCoalescedClientGoneBeforeAnswer(t *testing.T) {
 		}
 		if n := r.up["A"].Hits(); n != 1 {
 			t.Errorf("A asked %d times", n)
+		}
+	})
+}
+
+// TestNoCacheJoinsBeforeTheAnswer: requests that ask for no cached answer
+// (what Maven's resolver sends on every request) share a fetch whose
+// answer has not come yet: it is made after each of them was sent. That a
+// no-cache request after the answer fetches for itself is
+// coalesce.TestFreshJoinsOnlyBeforeTheAnswer.
+func TestNoCacheJoinsBeforeTheAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newCoalescingRig(t)
+		gate := make(chan struct{})
+		r.up["A"].Script(gated(gate, testkit.Status(200, "jar")))
+		h := http.Header{"Cache-Control": {"no-cache"}, "Pragma": {"no-cache"}}
+		got := r.serveAll(t, []http.Header{h, h, h}, func() { close(gate) })
+		for i, s := range got {
+			if s.body != "jar" {
+				t.Errorf("client %d: %q", i, s.body)
+			}
+		}
+		if n := r.up["A"].Hits(); n != 1 {
+			t.Errorf("A asked %d times, want once", n)
 		}
 	})
 }

@@ -24,13 +24,15 @@ import (
 // has its answer's headers.
 
 // heldBody serves size bytes of a pattern that depends on the URL: the
-// first 64 KiB at once, the rest once release is closed.
+// first 16 KiB at once, the rest once release is closed. 16 KiB is within
+// the join window (the first 32 KiB, §5.9): a client alone that has read
+// more closes its fetch to later ones.
 func heldBody(size int, release <-chan struct{}) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		body := patternFor(r.URL.Path, size)
 		w.Header().Set("Content-Length", strconv.Itoa(size))
 		w.Header().Set("Content-Type", "application/java-archive")
-		first := min(size, 64<<10)
+		first := min(size, 16<<10)
 		w.Write(body[:first])
 		w.(http.Flusher).Flush()
 		select {
@@ -181,7 +183,7 @@ func TestCoalescedFirstClientLeaves(t *testing.T) {
 	c := proxyClient(t, tp, nil)
 	url := a.URL + "/maven2/g/a/1/a-1.jar"
 	first := startGets(t, c, url, 1, nil)[0]
-	if _, err := io.ReadFull(first.resp.Body, make([]byte, 32<<10)); err != nil {
+	if _, err := io.ReadFull(first.resp.Body, make([]byte, 16<<10)); err != nil {
 		t.Fatal(err)
 	}
 	others := startGets(t, c, url, 5, nil)
@@ -325,4 +327,35 @@ func TestCoalescedManyURLs(t *testing.T) {
 		t.Errorf("the upstream was asked %d times", n)
 	}
 	t.Logf("200 requests over 20 URLs reached the upstream %d times", a.hits.Load())
+}
+
+// TestCoalescedMavenResolverHeaders: Maven 3.9's resolver sends
+// Cache-Control: no-cache, no-store and Pragma: no-cache on every request;
+// twenty such pulls that arrive while the fetch waits for its answer share
+// it (the answer is made after each of them was sent), and one arriving
+// after the answer came fetches for itself.
+func TestCoalescedMavenResolverHeaders(t *testing.T) {
+	release := make(chan struct{})
+	a := newUpstream(t, heldBody(4<<20, release))
+	tp := newTestProxy(t, coalesceConfig(a.URL, a.URL), nil)
+	c := proxyClient(t, tp, nil)
+	url := a.URL + "/maven2/g/a/1/a-1.jar"
+	resolver := func(int) http.Header {
+		return http.Header{"Cache-Control": {"no-cache, no-store"}, "Pragma": {"no-cache"}}
+	}
+	ss := startGets(t, c, url, 20, resolver)
+	close(release)
+	want := digest(patternFor("/maven2/g/a/1/a-1.jar", 4<<20))
+	for i, d := range readAll(ss) {
+		if d != want {
+			t.Errorf("client %d: %s", i, d)
+		}
+	}
+	if n := a.hits.Load(); n != 1 {
+		t.Errorf("the upstream was asked %d times for twenty no-cache pulls in flight together, want once", n)
+	}
+	if d := readAll(startGets(t, c, url, 1, resolver))[0]; d != want || a.hits.Load() != 2 {
+		t.Errorf("a no-cache pull after the answer: digest ok %v, upstream asked %d times in all, want 2", d == want,
+			a.hits.Load())
+	}
 }
