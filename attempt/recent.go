@@ -37,6 +37,7 @@ type recent struct {
 
 // headerTimes is one key's counts and its cached tail.
 type headerTimes struct {
+	answers atomic.Uint64 // every answer counted, ever
 	windows [2]timesWindow
 	// tail is the cached figure (-1: too few answers), computed at
 	// tailAt, a time since recent.born.
@@ -53,8 +54,18 @@ type timesWindow struct {
 // observe counts one header time of key at now.
 func (r *recent) observe(key string, now time.Time, d time.Duration) {
 	ht := r.of(key)
+	ht.answers.Add(1)
 	w := ht.window(r.epoch(now))
 	w.counts[bucketOf(d)].Add(1)
+}
+
+// answered is how many answers of key have been counted.
+func (r *recent) answered(key string) uint64 {
+	v, ok := r.keys.Load(key)
+	if !ok {
+		return 0
+	}
+	return v.(*headerTimes).answers.Load()
 }
 
 // tailOf is about the 99th percentile of key's recent header times (an

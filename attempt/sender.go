@@ -75,6 +75,11 @@ func (s *Sender) HeaderTail(key string) (time.Duration, bool) {
 	return s.recent.tailOf(key, s.now())
 }
 
+// Answered is how many GET and HEAD answers key's host has given through
+// this Sender: a request that sees it unchanged since it was sent knows the
+// host has answered no one meanwhile.
+func (s *Sender) Answered(key string) uint64 { return s.recent.answered(key) }
+
 // suspectWait is how long out waits for headers before it counts as
 // silent: the target's SuspectAfter, or twice the host's recent tail when
 // that is longer, since a host that is slow by habit is not silent when it

@@ -57,14 +57,15 @@ func CheckConfig(cfg *config.Config, opts CheckOptions, out, errOut io.Writer) i
 		cfg.Sidecar.Listen, cfg.Sidecar.AdminListen, onOff(cfg.Sidecar.CACert != ""), orOff(cfg.Sidecar.StaleDir),
 		orOff(cfg.Sidecar.SharedStateDisplay()))
 	tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "FORMAT\tKEY\tURL\tHOSTS\tCHAIN\tBOUND\tTHRESHOLD\tRESET\tAUTH")
+	fmt.Fprintln(tw, "FORMAT\tKEY\tURL\tHOSTS\tCHAIN\tBOUND\tTHRESHOLD\tRESET\tHEDGE\tSUSPECT\tAUTH")
 	for _, u := range cfg.Upstreams {
 		bs := cfg.HostThresholds(u.Key, u)
 		th, thFrom, rt, rtFrom := bs.FailureThreshold, bs.FailureThresholdFrom, bs.ResetTimeout, bs.ResetTimeoutFrom
 		chain := cfg.Chain(u.Format)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%t\t%d (%s)\t%s (%s)\t%s\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%t\t%d (%s)\t%s (%s)\t%s (%s)\t%s (%s)\t%s\n",
 			u.Format, u.Key, u.URL.Redacted(), strings.Join(u.Hosts, ","), u.Position+1, len(chain),
-			u.Bound, th, thFrom, rt, rtFrom, authNote(u.Auth))
+			u.Bound, th, thFrom, rt, rtFrom, offOr(bs.HedgeAfter), bs.HedgeAfterFrom, offOr(bs.SuspectAfter),
+			bs.SuspectAfterFrom, authNote(u.Auth))
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(out)
@@ -89,6 +90,14 @@ func printHostBreakers(cfg *config.Config, out io.Writer) {
 			b.FailureThresholdFrom, b.ResetTimeout, b.ResetTimeoutFrom)
 	}
 	_ = tw.Flush()
+}
+
+// offOr shows a wait that 0 turns off.
+func offOr(d time.Duration) string {
+	if d <= 0 {
+		return "off"
+	}
+	return d.String()
 }
 
 // authNote says whether credentials are configured without showing them.
