@@ -2,10 +2,10 @@ package attempt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -124,11 +124,12 @@ func (s *Sender) Send(rt http.RoundTripper, out *http.Request, target Target, ti
 	var al alarm
 	var sw *silence // nil: the attempt is never silent
 	if wait := s.suspectWait(out, target); wait > 0 {
-		sw = &silence{ticket: ticket, onOpen: target.OnOpen}
+		sw = &silence{ticket: ticket, onOpen: target.OnOpen, key: target.Key, recent: &s.recent,
+			answers: s.recent.answered(target.Key), wait: wait, start: start, now: s.now}
 		al = alarm{after: wait, fire: sw.begin}
 	}
 	resp, ctx, cancel, err := roundTrip(rt, out, target.HeaderTimeout, al)
-	sw.end()
+	sw.end(errors.Is(err, ErrCancelled))
 	if err == nil {
 		ticket.Heard()
 		if body == nil && (out.Method == http.MethodGet || out.Method == http.MethodHead) {
@@ -171,49 +172,6 @@ func (s *Sender) Send(rt http.RoundTripper, out *http.Request, target Target, ti
 	}
 	resp.Body = newWatchedBody(resp, ticket, ctx, cancel, target.ReadTimeout)
 	return resp, nil
-}
-
-// silence is one attempt's part in early opening: begin, called by the
-// header wait's alarm, counts the attempt silent; end, once the round trip
-// is over, stops its waiting on the breaker. Either may come first.
-type silence struct {
-	ticket  breakerstate.Ticket
-	onOpen  func()
-	mu      sync.Mutex
-	release func() // set by begin; nil before
-	over    bool
-}
-
-func (w *silence) begin() {
-	w.mu.Lock()
-	over := w.over
-	w.mu.Unlock()
-	if over {
-		return
-	}
-	release := w.ticket.Suspect(w.onOpen)
-	w.mu.Lock()
-	over = w.over
-	if !over {
-		w.release = release
-	}
-	w.mu.Unlock()
-	if over {
-		release()
-	}
-}
-
-func (w *silence) end() {
-	if w == nil {
-		return
-	}
-	w.mu.Lock()
-	w.over = true
-	release := w.release
-	w.mu.Unlock()
-	if release != nil {
-		release()
-	}
 }
 
 // BodyDecides reports whether the verdict on the answer resp to req waits

@@ -205,3 +205,47 @@ func TestAlarmCountsOnlyTheUpstream(t *testing.T) {
 		})
 	}
 }
+
+// TestGivenUpAttemptCountsWhenTheHostStaysSilent: three attempts given up
+// by the proxy at 100 ms (their hedges served) count as silent when their
+// 0.5 s suspect wait would have passed, since the host answered nobody
+// meanwhile: the breaker opens then. Had the host answered anyone in
+// between, they count for nothing.
+func TestGivenUpAttemptCountsWhenTheHostStaysSilent(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		answered bool
+		wantOpen bool
+	}{{"host silent", false, true}, {"host answered meanwhile", true, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newSilentRig(t)
+				target := Target{Key: silentKey, HeaderTimeout: 5 * time.Second, SuspectAfter: 500 * time.Millisecond}
+				for range 3 {
+					tk, err := r.set.Allow(silentKey)
+					if err != nil {
+						t.Fatal(err)
+					}
+					ctx, cancel := context.WithCancelCause(context.Background())
+					time.AfterFunc(100*time.Millisecond, func() { cancel(fmt.Errorf("%w: a hedge served", ErrCancelled)) })
+					req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://hole.test/x", nil)
+					go r.sender.Send(roundTripFunc(hangs), req, target, tk)
+				}
+				if tc.answered {
+					time.Sleep(200 * time.Millisecond)
+					tk, _ := r.set.Allow(silentKey)
+					req, _ := http.NewRequest(http.MethodGet, "http://hole.test/y", nil)
+					resp, err := r.sender.Send(answersIn(0), req, target, tk)
+					if err != nil {
+						t.Fatal(err)
+					}
+					resp.Body.Close()
+				}
+				time.Sleep(time.Second)
+				if open := r.state(t) == breakerstate.Open; open != tc.wantOpen {
+					t.Fatalf("open = %v, want %v", open, tc.wantOpen)
+				}
+			})
+		})
+	}
+}

@@ -179,7 +179,10 @@ func (s *search) elsewhere() bool {
 	if !ok {
 		return false
 	}
-	_, ok = s.findStale(key)
+	e, ok := s.findStale(key)
+	if ok {
+		e.Body.Close() // only looked at: the loop finds it again to serve it
+	}
 	return ok
 }
 

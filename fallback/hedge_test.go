@@ -389,3 +389,35 @@ func TestLoopSlowOnlyUpstreamKeepsServing(t *testing.T) {
 		}
 	})
 }
+
+// TestLoopBlackHoleWithMirror: A takes connections and answers nothing, B
+// is a healthy mirror; hedge_after 250 ms, suspect_after 500 ms, threshold
+// 3. Sixteen GETs at once are all hedged at 250 ms (A has answered nobody,
+// so the budget does not hold them back) and served by B then; their A
+// attempts, given up early, count as silent at 500 ms since A answered
+// nobody meanwhile, so A's breaker opens then, and a GET after it goes to
+// B without waiting for a hedge at all.
+func TestLoopBlackHoleWithMirror(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newLoopRig(t, true, 0)
+		r.a.HedgeAfter, r.a.SuspectAfter = 250*time.Millisecond, 500*time.Millisecond
+		r.up["A"].Script(testkit.Hang)
+		r.up["B"].Script(answerAfter(0, 200, "from B"))
+		for _, s := range inParallel(16, func() served { res, _, took := r.serve(t, http.MethodGet); return served{res, took} }) {
+			if s.res.Kind != answer.Fallback || s.took != 250*time.Millisecond {
+				t.Errorf("%s after %v, steps %q; want B's answer after 250ms", s.res.Kind, s.took, r.steps(s.res.Attempts))
+			}
+		}
+		if opened := r.openings(t, "A"); opened != 0 {
+			t.Fatalf("A opened before any of its attempts' suspect wait passed")
+		}
+		time.Sleep(time.Second)
+		if opened := r.openings(t, "A"); opened != 1 {
+			t.Fatalf("A opened %v times by 1.25 s, want once", opened)
+		}
+		res, _, took := r.serve(t, http.MethodGet)
+		if got := r.steps(res.Attempts); took != 0 || !slices.Equal(got, []string{"A skipped breaker", "B success 200+"}) {
+			t.Fatalf("after the opening: %v, steps %q", took, got)
+		}
+	})
+}
