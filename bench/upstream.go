@@ -46,6 +46,10 @@ type upstream struct {
 	chunk []byte
 	// holes counts request heads that reached the black-holed listener.
 	holes atomic.Int64
+	// switched turns everything under /switched/ into a black hole: the
+	// registry that worked a moment ago and now answers nothing (the
+	// stale copies of the outage rows are kept while it still works).
+	switched atomic.Bool
 }
 
 // runUpstream is the "upstream" subcommand: it serves until SIGTERM/SIGINT.
@@ -121,6 +125,13 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Path == "/_bench/holes":
 		fmt.Fprintf(w, "%d\n", u.holes.Load())
+		return
+	case r.URL.Path == "/_bench/switch":
+		u.switched.Store(r.URL.Query().Get("hole") == "1")
+		return
+	case strings.HasPrefix(r.URL.Path, "/switched/") && u.switched.Load():
+		u.holes.Add(1)
+		<-r.Context().Done()
 		return
 	case strings.HasSuffix(r.URL.Path, "/big"):
 		size := bigBody

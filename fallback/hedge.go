@@ -179,11 +179,8 @@ func (s *search) elsewhere() bool {
 	if !ok {
 		return false
 	}
-	e, ok := s.findStale(key)
-	if ok {
-		e.Body.Close() // only looked at: the loop finds it again to serve it
-	}
-	return ok
+	st := s.c.o.Stale
+	return st.Has(key.Ref) || (key.OwnHead && s.r.Client.Method == http.MethodHead && st.Has(key.Ref.HeadRef()))
 }
 
 // fireHedge runs when the hedge wait has passed, on the timer's goroutine,
