@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -102,18 +103,27 @@ stale_dir = %q
 		status int
 		stale  string
 		took   time.Duration
+		err    error
 	}
 	results := make(chan got, 2)
 	for range 2 {
 		go func() {
-			resp, _ := getURL(t, c, up.URL+"/left-pad")
-			results <- got{resp.StatusCode, resp.Header.Get("X-Nora-Stale"), time.Since(start)}
+			// Not getURL: a failure must reach the test's goroutine.
+			resp, err := c.Get(up.URL + "/left-pad")
+			if err != nil {
+				results <- got{err: err, took: time.Since(start)}
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			results <- got{status: resp.StatusCode, stale: resp.Header.Get("X-Nora-Stale"), took: time.Since(start)}
 		}()
 	}
 	for range 2 {
 		g := <-results
-		if g.status != 200 || g.stale != "true" || g.took > 10*time.Second {
-			t.Errorf("%d stale=%q after %v, want the stale copy well before proxy_timeout", g.status, g.stale, g.took)
+		if g.err != nil || g.status != 200 || g.stale != "true" || g.took > 10*time.Second {
+			t.Errorf("%d stale=%q (%v) after %v, want the stale copy well before proxy_timeout", g.status, g.stale,
+				g.err, g.took)
 		}
 	}
 	logLine(t, tp, func(l string) bool {
