@@ -144,18 +144,13 @@ func (e *env) firstRows(sc firstScenario, requests int, rep *report) error {
 	return nil
 }
 
+// suspectLine is the [circuit_breaker] line that turns early opening on
+// (the bench's suspect_after) or off.
 func suspectLine(on bool) string {
 	if on {
 		return fmt.Sprintf("suspect_after = %g\n", benchSuspectAfter.Seconds())
 	}
 	return "suspect_after = 0\n"
-}
-
-func onOff(on bool) string {
-	if on {
-		return "on"
-	}
-	return "off"
 }
 
 // firstRun starts a fresh proxy (its breaker closed, no history), lets
