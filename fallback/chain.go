@@ -159,7 +159,10 @@ func New(o Options) (*Chain, error) {
 // Serve decides r: the one loop over the addressed upstream and then its
 // candidates, then a stale copy, then the terminal answer. Each pass asks
 // one upstream, after two checks (may the loop go on, is the upstream
-// admitted); a pass that produces the client's answer ends the loop.
+// admitted); a pass that produces the client's answer ends the loop. The
+// addressed upstream's pass may also send a hedge to the next admitted
+// candidate while it waits (hedge.go); the loop then goes on after the
+// candidates that hedge considered.
 func (c *Chain) Serve(r Request) Result {
 	if r.HostKey == "" {
 		r.HostKey = r.Addressed.Key
