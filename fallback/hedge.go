@@ -64,7 +64,7 @@ type race struct {
 	timer   *time.Timer
 	armed   chan struct{}
 	hedge   *hedge
-	hedging atomic.Bool // a hedge is in flight (read by onOpen)
+	hedging atomic.Bool // a hedge is in flight or served (read by onOpen)
 	skips   Attempts
 	next    int
 	// load counts the request against its host's hedging budget, and
@@ -199,8 +199,12 @@ func (s *search) fireHedge(rc *race) {
 		h.attempts[i].Hedge = true
 	}
 	rc.load.give()
-	if h.err == nil && h.resp.StatusCode < 400 && rc.state.CompareAndSwap(racePending, raceHedge) {
+	serves := h.err == nil && h.resp.StatusCode < 400
+	if serves && rc.state.CompareAndSwap(racePending, raceHedge) {
 		rc.cancel(superseded(h.u.Key))
+	}
+	if !serves {
+		rc.hedging.Store(false) // no longer somewhere to go (onOpen)
 	}
 	close(h.done)
 }
