@@ -33,17 +33,37 @@ var ErrUnaskedSwitch = errors.New("upstream switched protocols without being ask
 // be called once the body is done with; the answer carries no header in the
 // proxy's own x-nora- namespace. On failure the error is ErrHeaderTimeout
 // when the wait ran out (unless the transport blamed the parent proxy:
-// ErrParent), ErrUnaskedSwitch for a 101 nobody asked for, else the
-// transport's error, and nothing needs releasing.
+// ErrParent), ErrUnaskedSwitch for a 101 nobody asked for, the cause the
+// request's context was cancelled with when it wraps ErrCancelled (the
+// proxy gave the attempt up), else the transport's error, and nothing
+// needs releasing.
 func RoundTripWithin(rt http.RoundTripper, req *http.Request, d time.Duration) (
+	resp *http.Response, attempt context.Context, release context.CancelCauseFunc, err error) {
+	return roundTrip(rt, req, d, alarm{})
+}
+
+// alarm is a second deadline on the header wait's clock: fire is called,
+// once, when after of upstream time has passed with no headers. Zero: none.
+type alarm struct {
+	after time.Duration
+	fire  func()
+}
+
+// roundTrip is RoundTripWithin with an alarm.
+func roundTrip(rt http.RoundTripper, req *http.Request, d time.Duration, al alarm) (
 	resp *http.Response, attempt context.Context, release context.CancelCauseFunc, err error) {
 	ctx, cancel := context.WithCancelCause(req.Context())
 	ht := newHeaderTimer(d, func() { cancel(ErrHeaderTimeout) })
+	var at *headerTimer // nil: no alarm
+	if al.after > 0 {
+		at = newHeaderTimer(al.after, al.fire)
+	}
 	out := req.WithContext(ctx)
 	if req.Body != nil && req.Body != http.NoBody {
-		out.Body = &clientPaced{rc: req.Body, timer: ht}
+		out.Body = &clientPaced{rc: req.Body, timers: [2]*headerTimer{ht, at}}
 	}
 	resp, err = rt.RoundTrip(out)
+	at.stop()
 	if ht.stop() && err == nil {
 		// The timer fired just as the headers arrived; the context is
 		// already cancelled, so the body is unreadable: treat it as the
@@ -59,8 +79,11 @@ func RoundTripWithin(rt http.RoundTripper, req *http.Request, d time.Duration) (
 		// The wait ran out; but a parent proxy that was still being
 		// dialled when it did is the parent's fault, not the upstream's,
 		// and dial says so with an error wrapping ErrParent.
-		if context.Cause(ctx) == ErrHeaderTimeout && !errors.Is(err, ErrParent) {
+		switch cause := context.Cause(ctx); {
+		case cause == ErrHeaderTimeout && !errors.Is(err, ErrParent):
 			err = ErrHeaderTimeout
+		case errors.Is(cause, ErrCancelled):
+			err = cause
 		}
 		cancel(nil)
 		return nil, nil, nil, err
@@ -154,8 +177,12 @@ func newHeaderTimer(d time.Duration, fire func()) *headerTimer {
 	return h
 }
 
-// pause stops the clock while the client is waited on.
+// pause stops the clock while the client is waited on. Like resume and
+// stop, it does nothing on a nil timer (no alarm).
 func (h *headerTimer) pause() {
+	if h == nil {
+		return
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.t == nil || h.done || !h.running || !h.t.Stop() {
@@ -167,6 +194,9 @@ func (h *headerTimer) pause() {
 
 // resume starts the clock again with what was left of the wait.
 func (h *headerTimer) resume() {
+	if h == nil {
+		return
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.t == nil || h.done || h.running {
@@ -178,6 +208,9 @@ func (h *headerTimer) resume() {
 
 // stop ends the wait and reports whether it had run out.
 func (h *headerTimer) stop() bool {
+	if h == nil {
+		return false
+	}
 	h.mu.Lock()
 	h.done = true
 	if h.t != nil {
@@ -188,16 +221,21 @@ func (h *headerTimer) stop() bool {
 }
 
 // clientPaced is the request body the transport sends: each read of it
-// waits on the client, and the header wait is paused meanwhile.
+// waits on the client, and the header wait and its alarm are paused
+// meanwhile.
 type clientPaced struct {
-	rc    io.ReadCloser
-	timer *headerTimer
+	rc     io.ReadCloser
+	timers [2]*headerTimer
 }
 
 func (b *clientPaced) Read(p []byte) (int, error) {
-	b.timer.pause()
+	for _, t := range b.timers {
+		t.pause()
+	}
 	n, err := b.rc.Read(p)
-	b.timer.resume()
+	for _, t := range b.timers {
+		t.resume()
+	}
 	return n, err
 }
 

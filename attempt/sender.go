@@ -2,6 +2,7 @@ package attempt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -25,6 +26,15 @@ type Target struct {
 	// ReadTimeout bounds the idle time while reading the body (docker
 	// read_timeout; other formats use their proxy_timeout). Zero means none.
 	ReadTimeout time.Duration
+	// SuspectAfter is how long a GET or HEAD waits for headers before it
+	// counts as silent for its breaker (Ticket.Suspect): suspect_after, or
+	// twice the host's recent tail when that is longer (suspectWait).
+	// Zero or less: never silent.
+	SuspectAfter time.Duration
+	// OnOpen, when set, is called if Key's breaker opens while the attempt
+	// is silent (at once if it is already open), so that the caller can
+	// give the attempt up and go on; see Ticket.Suspect.
+	OnOpen func()
 }
 
 // Sender makes attempts and measures them. One Sender serves the whole
@@ -34,6 +44,7 @@ type Sender struct {
 	now         func() time.Time
 	duration    *prometheus.HistogramVec
 	localFaults prometheus.Counter
+	recent      recent
 }
 
 // NewSender registers the attempt duration histogram and the local fault
@@ -53,7 +64,40 @@ func NewSender(now func() time.Time, reg prometheus.Registerer) (*Sender, error)
 			return nil, fmt.Errorf("register attempt metrics: %w", err)
 		}
 	}
-	return &Sender{now: now, duration: d, localFaults: lf}, nil
+	return &Sender{now: now, duration: d, localFaults: lf, recent: recent{born: now()}}, nil
+}
+
+// HeaderTail is about the 99th percentile of the times key's host took to
+// answer GET and HEAD requests with headers over the last one to two
+// minutes (at most √2 above it: the counts are kept in half-octave
+// buckets); false while it has answered fewer than 5 of them.
+func (s *Sender) HeaderTail(key string) (time.Duration, bool) {
+	return s.recent.tailOf(key, s.now())
+}
+
+// Answered is how many GET and HEAD answers key's host has given through
+// this Sender: a request that sees it unchanged since it was sent knows the
+// host has answered no one meanwhile.
+func (s *Sender) Answered(key string) uint64 { return s.recent.answered(key) }
+
+// suspectWait is how long out waits for headers before it counts as
+// silent: the target's SuspectAfter, or twice the host's recent tail when
+// that is longer, since a host that is slow by habit is not silent when it
+// takes its usual time; 0 (never) for a request other than GET and HEAD,
+// whose time at the upstream may be work on what it was sent, and for a
+// wait the header timeout ends first.
+func (s *Sender) suspectWait(out *http.Request, target Target) time.Duration {
+	if target.SuspectAfter <= 0 || (out.Method != http.MethodGet && out.Method != http.MethodHead) {
+		return 0
+	}
+	wait := target.SuspectAfter
+	if tail, ok := s.HeaderTail(target.Key); ok {
+		wait = max(wait, 2*tail)
+	}
+	if target.HeaderTimeout > 0 && wait >= target.HeaderTimeout {
+		return 0
+	}
+	return wait
 }
 
 // CountLocalFault counts err when it is this machine's own fault
@@ -77,7 +121,23 @@ func (s *Sender) Send(rt http.RoundTripper, out *http.Request, target Target, ti
 		out.Body = body
 	}
 	start := s.now()
-	resp, ctx, cancel, err := RoundTripWithin(rt, out, target.HeaderTimeout)
+	var al alarm
+	var sw *silence // nil: the attempt is never silent
+	if wait := s.suspectWait(out, target); wait > 0 {
+		sw = &silence{ticket: ticket, onOpen: target.OnOpen, key: target.Key, recent: &s.recent,
+			answers: s.recent.answered(target.Key), wait: wait, start: start, now: s.now,
+			clients: clientsOf(clientCtx)}
+		al = alarm{after: wait, fire: sw.begin}
+	}
+	resp, ctx, cancel, err := roundTrip(rt, out, target.HeaderTimeout, al)
+	sw.end(errors.Is(err, ErrCancelled))
+	if err == nil {
+		ticket.Heard()
+		if body == nil && (out.Method == http.MethodGet || out.Method == http.MethodHead) {
+			now := s.now()
+			s.recent.observe(target.Key, now, now.Sub(start))
+		}
+	}
 	if err != nil {
 		if body != nil && body.err != nil {
 			// The client sent a request that cannot be read (a broken

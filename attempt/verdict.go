@@ -21,6 +21,13 @@ var errBodyStalled = errors.New("response body stalled past the read timeout")
 // errShortBody is reported when a body ends before its Content-Length.
 var errShortBody = errors.New("response body ended before its Content-Length")
 
+// ErrCancelled is what an attempt the proxy gave up on is cancelled with,
+// wrapped with the reason: a hedge whose race another attempt won, an
+// attempt at a host whose breaker opened while it waited (the request went
+// on elsewhere). It says nothing about the upstream, and is no sign of the
+// client leaving either.
+var ErrCancelled = errors.New("attempt given up by the proxy")
+
 // ErrClientRequest is the cause recorded when the client's own request could
 // not be read (a malformed chunked body, a body shorter than announced, a
 // reset stream): the client's fault, neutral for the upstream.
@@ -41,6 +48,8 @@ var ErrParent = errors.New("parent proxy")
 // client caused is neutral:
 //
 //   - neutral: the client cancelled before the upstream answered, the
+//     proxy gave the attempt up (ErrCancelled: it lost a hedge's race, or
+//     its request went on when its breaker opened), the
 //     client's own request could not be read, policy refused the
 //     destination, the parent proxy failed on its own (ErrParent), or
 //     this machine failed on its own (LocalFault: out of file
@@ -55,8 +64,8 @@ var ErrParent = errors.New("parent proxy")
 // Sender when it ends.
 func Decide(resp *http.Response, err error, clientCtx context.Context) breakerstate.Outcome {
 	if err != nil {
-		if errors.Is(err, destination.ErrForbidden) || errors.Is(err, ErrClientRequest) || errors.Is(err, ErrParent) ||
-			LocalFault(err) {
+		if errors.Is(err, ErrCancelled) || errors.Is(err, destination.ErrForbidden) || errors.Is(err, ErrClientRequest) ||
+			errors.Is(err, ErrParent) || LocalFault(err) {
 			return breakerstate.Neutral
 		}
 		if clientCtx != nil && clientCtx.Err() != nil && !errors.Is(err, ErrHeaderTimeout) {
@@ -77,8 +86,11 @@ func Decide(resp *http.Response, err error, clientCtx context.Context) breakerst
 }
 
 // statusClass is the status label of nora_upstream_request_duration_seconds:
-// 2xx 3xx 4xx 5xx timeout error.
+// 2xx 3xx 4xx 5xx timeout error cancelled.
 func statusClass(resp *http.Response, err error) string {
+	if errors.Is(err, ErrCancelled) {
+		return "cancelled"
+	}
 	if err != nil {
 		if errors.Is(err, ErrHeaderTimeout) || errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
 			return "timeout"

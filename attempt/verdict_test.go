@@ -46,6 +46,11 @@ func TestOutcomeDecideAndStatusClass(t *testing.T) {
 		{"deadline exceeded", 0, wrap(context.DeadlineExceeded), live, breakerstate.Failure, "timeout"},
 		{"client cancelled", 0, wrap(context.Canceled), gone, breakerstate.Neutral, "error"},
 		{"client cancelled during dial", 0, wrap(dialErr), gone, breakerstate.Neutral, "error"},
+		// Given up by the proxy (a hedge that lost, a request handed on):
+		// neither the upstream's fault nor the client leaving, although
+		// the attempt's context has ended.
+		{"given up by the proxy", 0, wrap(fmt.Errorf("%w: a hedge answered first", ErrCancelled)), gone, breakerstate.Neutral, "cancelled"},
+		{"given up, context alive", 0, wrap(ErrCancelled), live, breakerstate.Neutral, "cancelled"},
 		{"destination refused by policy", 0, wrap(destination.ErrForbidden), live, breakerstate.Neutral, "error"},
 		{"client's request body unreadable", 0, wrap(fmt.Errorf("%w: invalid chunk", ErrClientRequest)), live, breakerstate.Neutral, "error"},
 		// This machine's own faults are nobody's (docs/behaviour.md §5.1).

@@ -30,17 +30,22 @@ func aliasHost(i int) string { return fmt.Sprintf("h%04d.%s", i, benchDomain) }
 // noraConf is the nora-breaker configuration for one run:
 //   - maven: primary and secondary on the upstream (fallback, closed path);
 //   - go: a single upstream, forced open for the fast-fail figure;
-//   - npm: the black-holed listener with proxy_timeout = 1 (outage cost);
+//   - npm: the black-holed listener with proxy_timeout = 1 (outage cost),
+//     or what the outage rows of issue 25 put there (noraExtra.npm);
 //   - cargo: the HTTPS upstream, intercepted, with `aliases` extra host
 //     names mapped to loopback through [sidecar.resolve].
 func (e *env) noraConf(n *nora, aliases int) string {
 	var b strings.Builder
 	up := loop(e.upHTTP)
+	npm := n.extra.npm
+	if npm == "" {
+		npm = fmt.Sprintf("proxy = \"http://%s\"\nproxy_timeout = %d\n", loop(e.upHole), int(outageTimeout/time.Second))
+	}
 	fmt.Fprintf(&b, `[circuit_breaker]
 enabled = true
 failure_threshold = 5
 reset_timeout = 30
-
+%[9]s
 [registries]
 enable = ["maven", "npm", "cargo", "go"]
 
@@ -52,23 +57,20 @@ proxy_timeout = 30
 proxy = "http://%[1]s/goproxy"
 
 [npm]
-proxy = "http://%[2]s"
-proxy_timeout = %[9]d
-
+%[8]s
 [cargo]
-proxy = "https://%[3]s:%[4]d"
+proxy = "https://%[2]s:%[3]d"
 
 [sidecar]
 listen = "127.0.0.1:0"
 admin_listen = "127.0.0.1:0"
-ca_cert = %[5]q
-ca_key = %[6]q
-upstream_ca = %[7]q
+ca_cert = %[4]q
+ca_key = %[5]q
+upstream_ca = %[6]q
 max_connections = 8000
-log_level = %[8]q
+log_level = %[7]q
 log_format = "json"
-`, up, loop(e.upHole), benchDomain, e.upHTTPS, e.caCert, e.caKey, e.upCertPath, e.opts.logLevel,
-		int(outageTimeout/time.Second))
+`, up, benchDomain, e.upHTTPS, e.caCert, e.caKey, e.upCertPath, e.opts.logLevel, npm, n.extra.breaker)
 	b.WriteString(n.extra.sidecar)
 	hosts := make([]string, aliases)
 	for i := range hosts {

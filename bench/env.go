@@ -227,9 +227,11 @@ type nora struct {
 	extra noraExtra
 }
 
-// noraExtra is added to the generated configuration: sidecar lines go at
-// the end of [sidecar], tables at the end of the file.
-type noraExtra struct{ sidecar, tables string }
+// noraExtra is added to the generated configuration: breaker lines go at
+// the end of [circuit_breaker], sidecar lines at the end of [sidecar],
+// tables at the end of the file; npm, when set, is the body of the [npm]
+// table instead of the black-holed single upstream.
+type noraExtra struct{ breaker, sidecar, tables, npm string }
 
 func (n *nora) url() string { return "http://" + n.listen }
 
@@ -277,6 +279,20 @@ func (n *nora) force(key, state string) error {
 		return fmt.Errorf("force %s %s: status %d", key, state, resp.StatusCode)
 	}
 	return nil
+}
+
+// switchHole turns the upstream's /switched/ paths into a black hole, or
+// back.
+func (e *env) switchHole(on bool) error {
+	q := "0"
+	if on {
+		q = "1"
+	}
+	resp, err := http.Get("http://" + loop(e.upHTTP) + "/_bench/switch?hole=" + q)
+	if err != nil {
+		return err
+	}
+	return resp.Body.Close()
 }
 
 // holes asks the upstream how many requests its black-holed listener saw.

@@ -80,7 +80,7 @@ func outageCost(e *env, rep *report) error {
 		row{section: sec, target: "direct", figure: "requests reaching upstream", unit: unitCount,
 			value: reached.med("direct")},
 		w, h)
-	return nil
+	return outageFirst(e, rep)
 }
 
 // drawOutage writes the outage picture where the options say.

@@ -48,6 +48,10 @@ type upstream struct {
 	holes atomic.Int64
 	// paced counts the requests of each paced path (coalesce.go).
 	paced pacedHits
+	// switched turns everything under /switched/ into a black hole: the
+	// registry that worked a moment ago and now answers nothing (the
+	// stale copies of the outage rows are kept while it still works).
+	switched atomic.Bool
 }
 
 // runUpstream is the "upstream" subcommand: it serves until SIGTERM/SIGINT.
@@ -129,6 +133,13 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case strings.Contains(r.URL.Path, pacedMarker):
 		u.servePaced(w, r)
+		return
+	case r.URL.Path == "/_bench/switch":
+		u.switched.Store(r.URL.Query().Get("hole") == "1")
+		return
+	case strings.HasPrefix(r.URL.Path, "/switched/") && u.switched.Load():
+		u.holes.Add(1)
+		<-r.Context().Done()
 		return
 	case strings.HasSuffix(r.URL.Path, "/big"):
 		size := bigBody

@@ -30,6 +30,9 @@ const (
 	fastQuiet
 	// fastOff: the set is disabled; Allow hands out the zero Ticket.
 	fastOff
+	// fastSilent: silent attempts are counted (silent.go), so a header
+	// answer (Ticket.Heard) has a count to reset.
+	fastSilent
 )
 
 // breaker is the state machine of one key. Every field below mu is guarded
@@ -82,6 +85,13 @@ type breaker struct {
 	// open period; consulted only while the set is gated (remote.go). Any
 	// move to Open or Closed clears it: a new period needs a new lease.
 	permit bool
+	// silent counts the attempts admitted while closed that waited their
+	// suspect wait with no answer from the host since (silent.go); every
+	// state change clears it. waiters are the callbacks of silent attempts
+	// still waiting, by id, called when the breaker opens.
+	silent    int
+	waiters   map[uint64]func()
+	waiterSeq uint64
 
 	rejections uint64
 	m          bound
@@ -101,6 +111,9 @@ func (b *breaker) fastBits() uint32 {
 	}
 	if b.count == 0 && (b.forced != ModeAuto || b.state == Closed) {
 		f |= fastQuiet
+	}
+	if b.silent > 0 {
+		f |= fastSilent
 	}
 	return f
 }
@@ -123,12 +136,14 @@ func (b *breaker) look(read func()) {
 	read()
 }
 
-// pending is a transition decided under the lock, announced after it, and
-// whether the report that caused it is one the fleet counts (fleetcount.go).
+// pending is a transition decided under the lock, announced after it,
+// whether the report that caused it is one the fleet counts (fleetcount.go),
+// and the callbacks of the attempts an opening hands on (silent.go).
 type pending struct {
 	tr      Transition
 	ok      bool
 	counted counted
+	wake    []func()
 }
 
 // announce calls the transition hook, outside the breaker's lock so a slow
@@ -136,6 +151,9 @@ type pending struct {
 func (b *breaker) announce(p pending) {
 	if p.counted != countedNone {
 		b.shareCount(p.counted)
+	}
+	for _, f := range p.wake {
+		f()
 	}
 	if !p.ok {
 		return
@@ -162,6 +180,7 @@ func (b *breaker) setState(st State, now time.Time) pending {
 	b.state = st
 	b.gen++
 	b.probeOut = false
+	b.silent = 0
 	if st != HalfOpen {
 		b.permit = false
 	}
@@ -177,7 +196,11 @@ func (b *breaker) setState(st State, now time.Time) pending {
 	if st == Open && b.forced == ModeAuto {
 		tr.OpenUntil, tr.OpenTime = b.due, b.period
 	}
-	return pending{ok: true, tr: tr}
+	p := pending{ok: true, tr: tr}
+	if st == Open {
+		b.wakeWaiters(&p)
+	}
+	return p
 }
 
 // allow decides whether one request may go to the upstream. The healthy

@@ -106,6 +106,7 @@ func (s *Set) applyLocked(b *breaker, enabled bool, k KeySettings) {
 	b.state = Closed
 	b.forced = ModeAuto
 	b.count = 0
+	b.silent = 0
 	b.lastFailure = time.Time{}
 	b.failedProbes, b.period, b.due = 0, 0, time.Time{}
 	b.gen++

@@ -69,6 +69,10 @@ type Transition struct {
 	// false and Fleet true.
 	Remote bool
 	Fleet  bool
+	// Silent is true for an opening this process decided because
+	// failure_threshold attempts waited past their suspect wait with no
+	// answer from the host (silent.go), before any of them timed out.
+	Silent bool
 	// Manual is true when the change comes from a forced mode (Force or
 	// ApplyRemoteForce) rather than from the state machine.
 	Manual bool
@@ -87,6 +91,9 @@ func (t Transition) Why() string {
 	}
 	switch [2]State{t.From, t.To} {
 	case [2]State{Closed, Open}:
+		if t.Silent {
+			return "no headers within suspect_after"
+		}
 		if t.Fleet {
 			return "fleet threshold reached"
 		}

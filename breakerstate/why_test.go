@@ -9,6 +9,7 @@ func TestTransitionWhy(t *testing.T) {
 		want string
 	}{
 		{Transition{From: c, To: o}, "threshold reached"},
+		{Transition{From: c, To: o, Silent: true}, "no headers within suspect_after"},
 		{Transition{From: h, To: o}, "probe failed"},
 		{Transition{From: h, To: c}, "probe succeeded"},
 		{Transition{From: o, To: h}, "probe due"},

@@ -59,14 +59,15 @@ func CheckConfig(cfg *config.Config, opts CheckOptions, out, errOut io.Writer) i
 	fmt.Fprintf(out, "parent proxy: %s  parent_no_proxy: %s\n\n", cfg.Sidecar.ParentDisplay(),
 		orNone(strings.Join(cfg.Sidecar.ParentNoProxy, ", ")))
 	tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "FORMAT\tKEY\tURL\tHOSTS\tCHAIN\tBOUND\tTHRESHOLD\tRESET\tAUTH\tPARENT")
+	fmt.Fprintln(tw, "FORMAT\tKEY\tURL\tHOSTS\tCHAIN\tBOUND\tTHRESHOLD\tRESET\tHEDGE\tSUSPECT\tAUTH\tPARENT")
 	for _, u := range cfg.Upstreams {
 		bs := cfg.HostThresholds(u.Key, u)
 		th, thFrom, rt, rtFrom := bs.FailureThreshold, bs.FailureThresholdFrom, bs.ResetTimeout, bs.ResetTimeoutFrom
 		chain := cfg.Chain(u.Format)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%t\t%d (%s)\t%s (%s)\t%s\t%s\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%t\t%d (%s)\t%s (%s)\t%s (%s)\t%s (%s)\t%s\t%s\n",
 			u.Format, u.Key, u.URL.Redacted(), strings.Join(u.Hosts, ","), u.Position+1, len(chain),
-			u.Bound, th, thFrom, rt, rtFrom, authNote(u.Auth), parentNote(u.Parent))
+			u.Bound, th, thFrom, rt, rtFrom, offOr(bs.HedgeAfter), bs.HedgeAfterFrom, offOr(bs.SuspectAfter),
+			bs.SuspectAfterFrom, authNote(u.Auth), parentNote(u.Parent))
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(out)
@@ -96,6 +97,14 @@ func printHostBreakers(cfg *config.Config, out io.Writer) {
 			bs.FailureThresholdFrom, bs.ResetTimeout, bs.ResetTimeoutFrom)
 	}
 	_ = tw.Flush()
+}
+
+// offOr shows a wait that 0 turns off.
+func offOr(d time.Duration) string {
+	if d <= 0 {
+		return "off"
+	}
+	return d.String()
 }
 
 // authNote says whether credentials are configured without showing them.

@@ -60,8 +60,30 @@ func (g *Group[T]) newFlight(fk flightKey, c Call) *flight[T] {
 	// The fetch keeps the first client's values (its place in the proxy),
 	// never its cancellation: it belongs to every client waiting for it.
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(c.Ctx))
-	return &flight[T]{g: g, key: fk, header: c.Header, ctx: ctx, cancel: cancel, ready: make(chan struct{}),
+	f := &flight[T]{g: g, key: fk, header: c.Header, cancel: cancel, ready: make(chan struct{}),
 		up: make(chan struct{}, 1)}
+	f.ctx = context.WithValue(ctx, waitingKey{}, f.waiting)
+	return f
+}
+
+// waitingKey is the context key of Waiting.
+type waitingKey struct{}
+
+// Waiting returns how many clients wait for, or read, the fetch whose
+// context ctx is (what fn of Group.Do is called with), or 1 for any other
+// context: a request fetching for itself.
+func Waiting(ctx context.Context) int {
+	if n, ok := ctx.Value(waitingKey{}).(func() int); ok {
+		return n()
+	}
+	return 1
+}
+
+// waiting is the number of clients waiting for the answer or reading it.
+func (f *flight[T]) waiting() int {
+	f.g.mu.Lock()
+	defer f.g.mu.Unlock()
+	return f.waiters
 }
 
 // run makes the fetch and settles how its answer is shared.

@@ -363,3 +363,23 @@ func TestFreshJoinsOnlyBeforeTheAnswer(t *testing.T) {
 		}
 	})
 }
+
+// TestWaitingCountsTheFetchsClients: the fetch's context tells how many
+// clients wait on it (what a silent attempt counts for, early opening),
+// and any other context one request.
+func TestWaitingCountsTheFetchsClients(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, _ := newGroup(t, 64<<20)
+		f := newFetch(1 << 10)
+		wait := clients(g, f, "k", 7, nil)
+		synctest.Wait()
+		if n := Waiting(f.ctx(0)); n != 7 {
+			t.Errorf("Waiting in the fetch: %d, want 7", n)
+		}
+		if n := Waiting(context.Background()); n != 1 {
+			t.Errorf("Waiting outside any fetch: %d, want 1", n)
+		}
+		close(f.gate)
+		wait()
+	})
+}

@@ -40,6 +40,9 @@ func newFetch(size int64) *fetch {
 
 func (f *fetch) fn(ctx context.Context) (*http.Response, string) {
 	n := f.calls.Add(1)
+	f.mu.Lock()
+	f.ctxs = append(f.ctxs, ctx)
+	f.mu.Unlock()
 	if f.gate != nil {
 		select {
 		case <-f.gate:
@@ -50,7 +53,6 @@ func (f *fetch) fn(ctx context.Context) (*http.Response, string) {
 	src := &source{ctx: ctx, left: f.size, hold: make(chan struct{}, 1)}
 	src.release(f.upTo)
 	f.mu.Lock()
-	f.ctxs = append(f.ctxs, ctx)
 	f.srcs = append(f.srcs, src)
 	f.mu.Unlock()
 	length := f.size

@@ -14,6 +14,12 @@ const (
 	defaultJitter           = 0.1
 	// maxJitter keeps every open period at least half its open time.
 	maxJitter = 0.5
+	// defaultSuspectAfter is long enough that a registry that works, even
+	// a slow one, answers something within it (a third of NORA's default
+	// proxy_timeout): early opening is for hosts that answer nothing.
+	defaultSuspectAfter = 10 * time.Second
+	// maxWait bounds hedge_after and suspect_after, in seconds.
+	maxWait = 3600
 )
 
 // readCircuitBreaker reads [circuit_breaker] and NORA_CB_*; env beats file.
@@ -24,6 +30,7 @@ func readCircuitBreaker(root tbl, e env) CircuitBreaker {
 		FailureThreshold: defaultFailureThreshold,
 		ResetTimeout:     defaultResetTimeout,
 		Jitter:           defaultJitter,
+		SuspectAfter:     defaultSuspectAfter,
 		Overrides:        map[string]Override{},
 	}
 	t := root.table("circuit_breaker")
@@ -44,6 +51,9 @@ func readCircuitBreaker(root tbl, e env) CircuitBreaker {
 	}
 	if v, ok := share(t, "jitter", maxJitter); ok {
 		cb.Jitter = v
+	}
+	if v, ok := seconds(t, "suspect_after"); ok {
+		cb.SuspectAfter = v
 	}
 	overrides := t.table("overrides")
 	for _, key := range overrides.keys() {
@@ -69,6 +79,9 @@ func readCircuitBreaker(root tbl, e env) CircuitBreaker {
 	}
 	if v, ok := e.share("NORA_CB_JITTER", maxJitter); ok {
 		cb.Jitter = v
+	}
+	if v, ok := e.seconds("NORA_CB_SUSPECT_AFTER"); ok {
+		cb.SuspectAfter = v
 	}
 	if maxAt != nil && cb.ResetTimeoutMax < cb.ResetTimeout {
 		e.probs.add(maxAt.errorf("must be >= reset_timeout (%d), the open time it lets grow from",
@@ -96,7 +109,26 @@ func readOverride(o tbl) Override {
 			o.errorf(o.keyPath("reset_timeout_max"), "must be >= reset_timeout (%d) of the same table", int64(*ov.ResetTimeout/time.Second))
 		}
 	}
+	if v, ok := seconds(o, "suspect_after"); ok {
+		ov.SuspectAfter = &v
+	}
+	if v, ok := seconds(o, "hedge_after"); ok {
+		ov.HedgeAfter = &v
+	}
 	return ov
+}
+
+// seconds reads key as a number of seconds (fractions allowed) in [0,
+// maxWait].
+func seconds(t tbl, key string) (time.Duration, bool) {
+	f, ok := share(t, key, maxWait)
+	return time.Duration(f * float64(time.Second)), ok
+}
+
+// seconds parses a number of seconds in [0, maxWait] from the environment.
+func (e env) seconds(name string) (time.Duration, bool) {
+	f, ok := e.share(name, maxWait)
+	return time.Duration(f * float64(time.Second)), ok
 }
 
 // share reads key as a number (integer or float) in [0, hi].
@@ -182,6 +214,13 @@ type BreakerSettings struct {
 	ResetTimeoutMax      time.Duration // >= ResetTimeout
 	ResetTimeoutMaxFrom  string
 	Jitter               float64
+	// SuspectAfter and HedgeAfter are the waits of early opening and
+	// hedging (0: off); an unset HedgeAfter comes from the format's table
+	// ("format table").
+	SuspectAfter     time.Duration
+	SuspectAfterFrom string
+	HedgeAfter       time.Duration
+	HedgeAfterFrom   string
 }
 
 // HostBreaker is one breaker key of the configuration: the host it admits,
@@ -227,15 +266,26 @@ func (c *Config) HostThresholds(hostKey string, u *Upstream) BreakerSettings {
 	if u.Key == u.Format {
 		names = names[:len(names)-1]
 	}
-	return c.lookUp(names...)
+	return c.lookUp(u.formatHedgeAfter, names...)
+}
+
+// resolveWaits sets every upstream's HedgeAfter and SuspectAfter to those
+// of its key.
+func (c *Config) resolveWaits() {
+	for _, u := range c.Upstreams {
+		bs := c.HostThresholds(u.Key, u)
+		u.HedgeAfter, u.SuspectAfter = bs.HedgeAfter, bs.SuspectAfter
+	}
 }
 
 // lookUp resolves each field from the first of names (most specific first)
 // whose override sets it; a name equal to a format is shown as `format`.
-func (c *Config) lookUp(names ...string) BreakerSettings {
+// hedge is the format's own hedge_after.
+func (c *Config) lookUp(hedge time.Duration, names ...string) BreakerSettings {
 	cb := c.CircuitBreaker
 	bs := BreakerSettings{FailureThreshold: cb.FailureThreshold, FailureThresholdFrom: "global",
-		ResetTimeout: cb.ResetTimeout, ResetTimeoutFrom: "global", Jitter: cb.Jitter}
+		ResetTimeout: cb.ResetTimeout, ResetTimeoutFrom: "global", Jitter: cb.Jitter,
+		SuspectAfter: cb.SuspectAfter, SuspectAfterFrom: "global", HedgeAfter: hedge, HedgeAfterFrom: "format table"}
 	if cb.ResetTimeoutMax > 0 {
 		bs.ResetTimeoutMax, bs.ResetTimeoutMaxFrom = cb.ResetTimeoutMax, "global"
 	}
@@ -257,6 +307,12 @@ func (c *Config) lookUp(names ...string) BreakerSettings {
 		}
 		if o.ResetTimeoutMax != nil {
 			bs.ResetTimeoutMax, bs.ResetTimeoutMaxFrom = *o.ResetTimeoutMax, from
+		}
+		if o.SuspectAfter != nil {
+			bs.SuspectAfter, bs.SuspectAfterFrom = *o.SuspectAfter, from
+		}
+		if o.HedgeAfter != nil {
+			bs.HedgeAfter, bs.HedgeAfterFrom = *o.HedgeAfter, from
 		}
 	}
 	// Unset, or below a reset_timeout set at another level: the open time

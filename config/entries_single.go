@@ -2,6 +2,7 @@ package config
 
 import (
 	"strings"
+	"time"
 )
 
 // proxy resolves a single `proxy` value: NORA_<FMT>_PROXY beats the file.
@@ -128,6 +129,19 @@ func (r reader) nugetHosts() []string {
 		hosts = append(hosts, u.Hostname())
 	}
 	return hosts
+}
+
+// hedgeAfter resolves the format's hedge_after: seconds, fractions allowed,
+// 0 for never; env NORA_<FMT>_HEDGE_AFTER beats the file.
+func (r reader) hedgeAfter() time.Duration {
+	d := r.spec.hedgeAfter
+	if v, ok := seconds(r.t, "hedge_after"); ok {
+		d = v
+	}
+	if v, ok := r.e.seconds(r.envName("HEDGE_AFTER")); ok {
+		d = v
+	}
+	return d
 }
 
 // timeouts resolves proxy_timeout (and docker's read_timeout) in seconds.

@@ -2,6 +2,7 @@ package config
 
 import (
 	"strings"
+	"time"
 )
 
 // shape is how a format writes its upstreams in NORA's config.
@@ -28,26 +29,32 @@ type formatSpec struct {
 	// meaning "no upstream", because those NORA handlers hard-code it.
 	emptyIsDefault bool
 	proxyTimeout   int // default seconds
+	// hedgeAfter is the default hedge_after: on for the formats whose
+	// chains are mirrors of one another (another upstream's 404 is final
+	// there), off for the rest, where a candidate may be another index
+	// whose package of the same name is somebody else's and hedging would
+	// ask it whenever the addressed index is merely slow.
+	hedgeAfter time.Duration
 }
 
 // formatSpecs returns NORA's facts per format, in formatOrder. It is a
 // function rather than a package variable so nothing can mutate it.
 func formatSpecs() []formatSpec {
 	return []formatSpec{
-		{"docker", "docker", "DOCKER", true, "https://registry-1.docker.io", shapeDocker, false, 300},
-		{"maven", "maven", "MAVEN", true, "https://repo1.maven.org/maven2", shapeList, false, 30},
-		{"npm", "npm", "NPM", true, "https://registry.npmjs.org", shapeNpm, false, 30},
-		{"pypi", "pypi", "PYPI", true, "https://pypi.org/simple/", shapePypi, false, 30},
-		{"cargo", "cargo", "CARGO", true, "https://crates.io", shapeSingle, false, 30},
-		{"go", "go", "GO", true, "https://proxy.golang.org", shapeSingle, false, 30},
-		{"gems", "gems", "GEMS", false, "https://rubygems.org", shapeSingle, true, 30},
-		{"terraform", "terraform", "TF", false, "https://registry.terraform.io", shapeSingle, true, 30},
-		{"ansible", "ansible", "ANSIBLE", false, "https://galaxy.ansible.com", shapeSingle, true, 30},
-		{"nuget", "nuget", "NUGET", false, "https://api.nuget.org", shapeSingle, true, 30},
-		{"pub", "pub_dart", "PUB", false, "https://pub.dev", shapeSingle, false, 30},
-		{"conan", "conan", "CONAN", false, "https://center2.conan.io", shapeSingle, true, 30},
-		{"rpm", "rpm", "RPM", false, "", shapeNamed, false, 30},
-		{"deb", "deb", "DEB", false, "", shapeNamed, false, 30},
+		{"docker", "docker", "DOCKER", true, "https://registry-1.docker.io", shapeDocker, false, 300, time.Second},
+		{"maven", "maven", "MAVEN", true, "https://repo1.maven.org/maven2", shapeList, false, 30, time.Second},
+		{"npm", "npm", "NPM", true, "https://registry.npmjs.org", shapeNpm, false, 30, 0},
+		{"pypi", "pypi", "PYPI", true, "https://pypi.org/simple/", shapePypi, false, 30, 0},
+		{"cargo", "cargo", "CARGO", true, "https://crates.io", shapeSingle, false, 30, 0},
+		{"go", "go", "GO", true, "https://proxy.golang.org", shapeSingle, false, 30, 0},
+		{"gems", "gems", "GEMS", false, "https://rubygems.org", shapeSingle, true, 30, 0},
+		{"terraform", "terraform", "TF", false, "https://registry.terraform.io", shapeSingle, true, 30, 0},
+		{"ansible", "ansible", "ANSIBLE", false, "https://galaxy.ansible.com", shapeSingle, true, 30, 0},
+		{"nuget", "nuget", "NUGET", false, "https://api.nuget.org", shapeSingle, true, 30, 0},
+		{"pub", "pub_dart", "PUB", false, "https://pub.dev", shapeSingle, false, 30, 0},
+		{"conan", "conan", "CONAN", false, "https://center2.conan.io", shapeSingle, true, 30, 0},
+		{"rpm", "rpm", "RPM", false, "", shapeNamed, false, 30, 0},
+		{"deb", "deb", "DEB", false, "", shapeNamed, false, 30, 0},
 	}
 }
 

@@ -52,6 +52,7 @@ func Load(opts Options) (*Config, error) {
 		r := reader{spec: spec, t: root.table(spec.table), e: e, filePath: path, warn: warn}
 		in := chainInput{spec: spec, entries: r.entries(), aliases: sidecar.Aliases, equivalents: sidecar.Equivalents}
 		in.proxyTimeout, in.readTimeout = r.timeouts()
+		in.hedgeAfter = r.hedgeAfter()
 		if spec.name == "nuget" {
 			in.extraHosts = r.nugetHosts()
 		}
@@ -63,6 +64,7 @@ func Load(opts Options) (*Config, error) {
 	if err := probs.err(); err != nil {
 		return nil, err
 	}
+	cfg.resolveWaits()
 	cfg.Warnings = append(cfg.Warnings, typoWarnings(root)...)
 	cfg.Warnings = append(cfg.Warnings, warnings(cfg, enabled)...)
 	return cfg, nil

@@ -111,6 +111,7 @@ type chainInput struct {
 	entries      []entry
 	proxyTimeout int
 	readTimeout  int
+	hedgeAfter   time.Duration
 	extraHosts   []string            // nuget search/autocomplete hosts
 	aliases      map[string][]string // [sidecar.aliases]
 	equivalents  map[string][]string // [sidecar.equivalents]
@@ -141,6 +142,8 @@ func buildChain(in chainInput, probs *problems) []*Upstream {
 			ProxyTimeout: time.Duration(in.proxyTimeout) * time.Second,
 			ReadTimeout:  time.Duration(in.readTimeout) * time.Second,
 			Source:       en.source,
+
+			formatHedgeAfter: in.hedgeAfter,
 		}
 		if up.Auth == "" {
 			up.Auth = userinfo

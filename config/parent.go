@@ -61,7 +61,7 @@ func (c *Config) Parents() []*Parent {
 // ParentThresholds are a parent's breaker settings: the override of its
 // key, then the "parent" override, then the global values.
 func (c *Config) ParentThresholds(p *Parent) BreakerSettings {
-	return c.lookUp(p.Key(), ParentFormat)
+	return c.lookUp(0, p.Key(), ParentFormat) // a parent is never hedged
 }
 
 // parseParent reads a parent proxy URL: http:// or https://, a host, an

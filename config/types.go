@@ -59,6 +59,11 @@ type CircuitBreaker struct {
 	// Jitter is the share, in [0, 0.5], by which open periods and
 	// Retry-After are moved at random; default 0.1.
 	Jitter float64
+	// SuspectAfter is how long a GET or HEAD waits for headers before it
+	// counts as silent: failure_threshold silent requests with no answer
+	// in between open the breaker early (docs/behaviour.md §4); default
+	// 10 s, 0 turns early opening off.
+	SuspectAfter time.Duration
 	// Overrides maps a breaker key ("pypi:https://pypi.org/simple") or a
 	// format name ("pypi") to per-field overrides.
 	Overrides map[string]Override
@@ -69,6 +74,8 @@ type Override struct {
 	FailureThreshold *int
 	ResetTimeout     *time.Duration
 	ResetTimeoutMax  *time.Duration
+	SuspectAfter     *time.Duration
+	HedgeAfter       *time.Duration
 }
 
 // Upstream is one registry the proxy knows about.
@@ -122,6 +129,16 @@ type Upstream struct {
 	// ReadTimeout bounds idle time while reading a response body (docker
 	// read_timeout; other formats use their proxy_timeout).
 	ReadTimeout time.Duration
+	// HedgeAfter is the longest a GET or HEAD waits for this upstream's
+	// headers before it is also sent to the next candidate (0: never;
+	// docs/behaviour.md §5.10), and SuspectAfter how long before it counts
+	// as silent (0: never); both as resolved for the upstream's key: its
+	// override, the format's, then the format's hedge_after and the global
+	// suspect_after. The hosts of its aliases and equivalents use them too.
+	HedgeAfter, SuspectAfter time.Duration
+	// formatHedgeAfter is the format's own hedge_after, what HedgeAfter
+	// is resolved from.
+	formatHedgeAfter time.Duration
 	// Source says where the upstream came from: "file:<path>", "env:NORA_…" or "default".
 	Source string
 }

@@ -27,11 +27,13 @@ func typoWarnings(root tbl) []string {
 		}
 	}
 	if cb, ok := subTable(root, "circuit_breaker"); ok {
-		check(cb, []string{"enabled", "failure_threshold", "reset_timeout", "reset_timeout_max", "jitter", "overrides"})
+		check(cb, []string{"enabled", "failure_threshold", "reset_timeout", "reset_timeout_max", "jitter",
+			"suspect_after", "overrides"})
 		if ov, ok := subTable(cb, "overrides"); ok {
 			for _, key := range ov.keys() {
 				if o, ok := subTable(ov, key); ok {
-					check(o, []string{"failure_threshold", "reset_timeout", "reset_timeout_max"})
+					check(o, []string{"failure_threshold", "reset_timeout", "reset_timeout_max", "suspect_after",
+						"hedge_after"})
 				}
 			}
 		}
@@ -69,10 +71,10 @@ func FormatTableKeys() map[string][]string {
 
 // formatKeys lists the keys NORA 1.1.0 reads from a format's table: the
 // upstream and timeout keys this proxy reads too (docs/behaviour.md §2.1),
-// npm's `proxies` (this proxy's extension) and NORA's cache settings, which
-// the proxy leaves to NORA.
+// npm's `proxies` and every format's `hedge_after` (this proxy's
+// extensions) and NORA's cache settings, which the proxy leaves to NORA.
 func formatKeys(spec formatSpec) []string {
-	keys := []string{"enabled", "proxy_timeout", "metadata_ttl"}
+	keys := []string{"enabled", "proxy_timeout", "hedge_after", "metadata_ttl"}
 	switch spec.shape {
 	case shapeDocker:
 		keys = append(keys, "upstreams", "default_action", "read_timeout")

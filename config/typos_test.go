@@ -28,7 +28,7 @@ func TestTypoWarnings(t *testing.T) {
 		{"named repository", "[rpm]\nenabled = true\n[rpm.proxies]\nbaseos = { url = \"https://m.test/el9\", uth = \"u:p\" }\n",
 			[]string{"config.toml:4: rpm.proxies.baseos.uth: unknown key, ignored by NORA and nora-breaker (did you mean auth?)"}},
 		{"nothing near", "[go]\nzzz = 1\n",
-			[]string{"config.toml:2: go.zzz: unknown key, ignored by NORA and nora-breaker (known keys: enabled, proxy_timeout, metadata_ttl, proxy, proxy_auth, proxy_timeout_zip)"}},
+			[]string{"config.toml:2: go.zzz: unknown key, ignored by NORA and nora-breaker (known keys: enabled, proxy_timeout, hedge_after, metadata_ttl, proxy, proxy_auth, proxy_timeout_zip)"}},
 		{"pub's table name", "[pub_dart]\nproxi = \"https://pub.example\"\n",
 			[]string{"config.toml:2: pub_dart.proxi: unknown key, ignored by NORA and nora-breaker (did you mean proxy?)"}},
 		{"NORA's own keys are known", "[docker]\ndefault_action = \"deny\"\nserve_stale = true\nmetadata_ttl = -1\n" +

@@ -30,9 +30,13 @@ type Attempt struct {
 	Verdict breakerstate.Outcome
 	Pending bool
 	// Status is the answer's status; 0 when the attempt got none, and
-	// Error then says why (a transport error, a timeout, the client gone).
+	// Error then says why (a transport error, a timeout, the client gone,
+	// the proxy giving it up).
 	Status int
 	Error  string
+	// Hedge marks an attempt made while the addressed upstream was still
+	// waited on (docs/behaviour.md §5.10).
+	Hedge bool
 }
 
 // Skip is why the loop did not ask an upstream.
@@ -95,6 +99,9 @@ func (a *Attempt) MarshalZerologObject(e *zerolog.Event) {
 		return
 	}
 	e.Str("verdict", a.Verdict.String())
+	if a.Hedge {
+		e.Bool("hedge", true)
+	}
 	if a.Pending {
 		e.Bool("pending", true)
 	}

@@ -18,15 +18,28 @@ import (
 // sendCandidate lets the format make its attempts at cand, the first one
 // under the loop's admission t.
 func (s *search) sendCandidate(cand *config.Upstream, t breakerstate.Ticket) (*http.Response, error) {
-	call := &candidateCall{c: s.c, client: s.r.Client, cand: cand, rel: s.r.Rel, creds: s.r.Settings.CredentialHeaders,
-		rt: s.r.Settings.Transport, deadline: s.deadline, ticket: t, admitted: true, attempts: s.attempts}
-	resp, err := s.fm.Send(format.Candidate{Upstream: cand, Client: s.r.Client, Rel: s.r.Rel, Env: s.env(),
-		Call: call})
-	if call.admitted {
-		// The format sent nothing: the admission is given back unused.
-		t.Done(breakerstate.Neutral)
-	}
+	call := s.callFor(cand, t, s.r.Client, s.attempts)
+	resp, err := call.run(s.fm, s.env())
 	s.attempts = call.attempts
+	return resp, err
+}
+
+// callFor prepares the attempts at cand under the loop's admission t, for
+// client (the client's request, or a copy with a context of its own: a
+// hedge's), listing them after attempts.
+func (s *search) callFor(cand *config.Upstream, t breakerstate.Ticket, client *http.Request,
+	attempts Attempts) *candidateCall {
+	return &candidateCall{c: s.c, client: client, cand: cand, rel: s.r.Rel, creds: s.r.Settings.CredentialHeaders,
+		rt: s.r.Settings.Transport, deadline: s.deadline, ticket: t, admitted: true, attempts: attempts}
+}
+
+// run lets the format fm make the call's attempts.
+func (cc *candidateCall) run(fm format.Format, env format.Env) (*http.Response, error) {
+	resp, err := fm.Send(format.Candidate{Upstream: cc.cand, Client: cc.client, Rel: cc.rel, Env: env, Call: cc})
+	if cc.admitted {
+		// The format sent nothing: the admission is given back unused.
+		cc.ticket.Done(breakerstate.Neutral)
+	}
 	return resp, err
 }
 

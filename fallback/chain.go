@@ -62,6 +62,11 @@ type Chain struct {
 	// joins holds the decisions in flight that identical GETs may join;
 	// nil when Options.Coalesce is.
 	joins *coalesce.Group[Result]
+	// hedges is the hedging budget's count per host; the counters below
+	// count hedges sent, those that served the client, and those the
+	// budget refused, by the addressed key.
+	hedges                                  hedgeBudget
+	hedgesSent, hedgesWon, hedgesOverBudget *prometheus.CounterVec
 }
 
 // Settings are the parts of the configuration a request is decided under.
@@ -144,8 +149,20 @@ func New(o Options) (*Chain, error) {
 			Name: "nora_sidecar_stale_served_total",
 			Help: "Stale copies served because no upstream could answer, by addressed breaker key.",
 		}, []string{"registry"}),
+		hedgesSent: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nora_sidecar_hedges_sent_total",
+			Help: "GET and HEAD requests also sent to a candidate because the addressed host had not answered within its hedge wait, by addressed breaker key.",
+		}, []string{"registry"}),
+		hedgesWon: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nora_sidecar_hedges_won_total",
+			Help: "Hedges whose candidate served the client, by addressed breaker key.",
+		}, []string{"registry"}),
+		hedgesOverBudget: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nora_sidecar_hedges_over_budget_total",
+			Help: "Hedges not sent because the host's hedging budget was spent, by addressed breaker key.",
+		}, []string{"registry"}),
 	}
-	for _, m := range []prometheus.Collector{c.fallbacks, c.staleServed} {
+	for _, m := range []prometheus.Collector{c.fallbacks, c.staleServed, c.hedgesSent, c.hedgesWon, c.hedgesOverBudget} {
 		if err := o.Registerer.Register(m); err != nil {
 			return nil, fmt.Errorf("register fallback metrics: %w", err)
 		}
@@ -181,11 +198,14 @@ func (c *Chain) Serve(r Request) Result {
 // decide is the one loop over the addressed upstream and then its
 // candidates, then a stale copy, then the terminal answer. Each pass asks
 // one upstream, after two checks (may the loop go on, is the upstream
-// admitted); a pass that produces the client's answer ends the loop.
-// sk is the request's stale key when it is already known.
+// admitted); a pass that produces the client's answer ends the loop. The
+// addressed upstream's pass may also send a hedge to the next admitted
+// candidate while it waits (hedge.go); the loop then goes on after the
+// candidates that hedge considered. sk is the request's stale key when it
+// is already known.
 func (c *Chain) decide(r Request, fm format.Format, sk knownStaleKey) Result {
 	s := &search{c: c, r: r, fm: fm, sk: sk, attempts: make(Attempts, 0, 1+len(r.Candidates))}
-	for i := 0; i <= len(r.Candidates); i++ {
+	for i := 0; i <= len(r.Candidates); i = s.after(i) {
 		u := s.upstream(i)
 		if i > 0 && !s.mayGoOn() {
 			break
@@ -203,6 +223,10 @@ func (c *Chain) decide(r Request, fm format.Format, sk knownStaleKey) Result {
 	}
 	return s.exhausted()
 }
+
+// after is the index of the upstream the loop asks after the i-th: the
+// next, or the first a hedge's admission did not consider already.
+func (s *search) after(i int) int { return max(i+1, s.next) }
 
 // substitutable reports whether a method may be sent to another upstream,
 // or continue down the chain after the addressed upstream failed: GET and

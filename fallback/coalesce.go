@@ -13,6 +13,7 @@ import (
 	"net/http"
 
 	"github.com/nora-breaker/nora-breaker/answer"
+	"github.com/nora-breaker/nora-breaker/attempt"
 	"github.com/nora-breaker/nora-breaker/coalesce"
 	"github.com/nora-breaker/nora-breaker/fallback/format"
 )
@@ -45,8 +46,10 @@ func (c *Chain) serveJoined(r Request, fm format.Format, sk knownStaleKey, key s
 		// The decision runs under the fetch's context, which outlives
 		// this client while others wait. The loop only reads the request,
 		// which stays as it is while Do runs, so a shallow copy will do.
+		// A silent attempt of the fetch counts once for each client
+		// waiting on it (early opening, docs/behaviour.md §4).
 		dr := r
-		dr.Client = r.Client.WithContext(ctx)
+		dr.Client = r.Client.WithContext(attempt.WithClients(ctx, func() int { return coalesce.Waiting(ctx) }))
 		res := c.decide(dr, fm, sk)
 		return res.Resp, res
 	})

@@ -139,13 +139,17 @@ func (r *loopRig) serve(t *testing.T, method string) (Result, string, time.Durat
 	return res, string(body), took
 }
 
-// steps names each attempt: who ("A", or "R" for a realm), then why it was
-// skipped, or its verdict and status ("timeout" or "error" when it got none;
-// "+" when its body still had the last word).
+// steps names each attempt: who ("A", or "R" for a realm), "hedge" for a
+// hedge's, then why it was skipped, or its verdict and status ("timeout",
+// "given up" or "error" when it got none; "+" when its body still had the
+// last word).
 func (r *loopRig) steps(as Attempts) []string {
 	var out []string
 	for _, a := range as {
 		s := r.names[a.Key] + " "
+		if a.Hedge {
+			s += "hedge "
+		}
 		switch {
 		case a.Skipped == SkipRealm, a.Skipped == SkipParent:
 			s += "skipped " + string(a.Skipped) + " " + r.names[a.Realm]
@@ -153,6 +157,8 @@ func (r *loopRig) steps(as Attempts) []string {
 			s += "skipped " + string(a.Skipped)
 		case strings.Contains(a.Error, attempt.ErrHeaderTimeout.Error()):
 			s += a.Verdict.String() + " timeout"
+		case strings.Contains(a.Error, attempt.ErrCancelled.Error()):
+			s += a.Verdict.String() + " given up"
 		case a.Error != "":
 			s += a.Verdict.String() + " error"
 		default:

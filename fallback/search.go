@@ -2,6 +2,7 @@ package fallback
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"time"
@@ -53,6 +54,9 @@ type search struct {
 	// for the addressed upstream: the synthesized 503 names it, since the
 	// upstream's own breaker was never asked.
 	parentRefused string
+	// next is the index of the first upstream the loop has not
+	// considered yet when a hedge's admission went past some (0: none).
+	next int
 }
 
 // upstream is the i-th upstream of the loop's order: the addressed
@@ -160,16 +164,39 @@ func (s *search) ask(i int, u *config.Upstream, t breakerstate.Ticket) (Result, 
 
 // askAddressed sends the client's request as it is. Whatever the upstream
 // answers is the client's answer, except that a GET or HEAD that failed
-// (transport error, 5xx) goes on to the candidates.
+// (transport error, 5xx) goes on to the candidates. While it waits, a hedge
+// may be sent and serve first, or the host's breaker may open and the
+// request go on at once (sendAddressed, hedge.go).
 func (s *search) askAddressed(u *config.Upstream, t breakerstate.Ticket) (Result, bool) {
+	resp, rc, err := s.sendAddressed(u, t)
+	switch rc.ended() {
+	case raceHedge:
+		s.attempts = append(s.attempts, givenUp(judged(s.r.HostKey, s.r.Client, resp, err), rc.hedge.u.Key))
+		closeBody(resp)
+		return s.hedgeAnswer(rc)
+	case raceHandedOn:
+		// An answer that came as the attempt was given up is unreadable.
+		closeBody(resp)
+		resp, err = nil, fmt.Errorf("upstream %s: %w", s.r.HostKey, errHandedOn)
+	}
+	res, done := s.judgeAddressed(u, resp, err)
+	return s.settle(rc, res, done)
+}
+
+// judgeAddressed decides what the addressed upstream's answer means for
+// the request: the client's answer (done), or a failure of a GET or HEAD,
+// kept for the terminal answer, after which the loop goes on.
+func (s *search) judgeAddressed(u *config.Upstream, resp *http.Response, err error) (Result, bool) {
 	req, key := s.r.Client, s.r.HostKey
-	target := targetOf(u)
-	target.Key = key
-	resp, err := s.c.o.Sender.Send(s.r.Settings.Transport, req, target, t)
 	s.attempts = append(s.attempts, judged(key, req, resp, err))
 	switch {
 	case err != nil && req.Context().Err() != nil:
 		return s.result(answer.ForError(req, u.Format, key, errClientGone), answer.Error, ""), true
+	case errors.Is(err, errHandedOn):
+		// Its breaker opened while it waited: refused from now on, and
+		// the terminal 503 says so.
+		s.skipped = append(s.skipped, key)
+		return Result{}, false
 	case errors.Is(err, attempt.ErrClientRequest):
 		return s.result(answer.ForError(req, u.Format, key, err), answer.BadRequest, ""), true
 	case errors.Is(err, destination.ErrForbidden):
@@ -193,11 +220,17 @@ func (s *search) askAddressed(u *config.Upstream, t breakerstate.Ticket) (Result
 	return s.result(resp, answer.Forwarded, key), true
 }
 
-// askCandidate sends the request rewritten for candidate u. The first
-// success (2xx, 3xx) is served; a 404 or 410 is remembered; anything else
-// moves on.
+// askCandidate sends the request rewritten for candidate u and judges
+// what it got.
 func (s *search) askCandidate(u *config.Upstream, t breakerstate.Ticket) (Result, bool) {
 	resp, err := s.sendCandidate(u, t)
+	return s.judgeCandidate(u, resp, err)
+}
+
+// judgeCandidate decides what candidate u's answer means for the request:
+// the first success (2xx, 3xx) is served; a 404 or 410 is remembered;
+// anything else moves on.
+func (s *search) judgeCandidate(u *config.Upstream, resp *http.Response, err error) (Result, bool) {
 	if err != nil {
 		s.c.o.Logger.Debug().Str("key", u.Key).Err(err).Msg("fallback candidate failed")
 		return Result{}, false
@@ -297,7 +330,15 @@ func (s *search) result(resp *http.Response, kind answer.Result, servedBy string
 
 // targetOf is u's attempt target at its own URL host.
 func targetOf(u *config.Upstream) attempt.Target {
-	return attempt.Target{Key: u.Key, HeaderTimeout: u.ProxyTimeout, ReadTimeout: u.ReadTimeout}
+	return attempt.Target{Key: u.Key, HeaderTimeout: u.ProxyTimeout, ReadTimeout: u.ReadTimeout,
+		SuspectAfter: u.SuspectAfter}
+}
+
+// closeBody closes resp's body, if there is a resp.
+func closeBody(resp *http.Response) {
+	if resp != nil {
+		resp.Body.Close()
+	}
 }
 
 // keepFailure buffers up to 64 KiB of a 5xx answer so it can be replayed if

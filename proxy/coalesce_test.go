@@ -66,6 +66,11 @@ failure_threshold = 3
 enable = "maven"
 [maven]
 proxies = ["%s/maven2", "%s/repo"]
+# No hedging (behaviour.md §5.10): the second upstream here serves other
+# bytes than the first, and these tests are about one upstream's fetch
+# shared; a request that waits past twice the host's recent p99 on a busy
+# machine would otherwise be answered by the second one.
+hedge_after = 0
 `, a, b)
 }
 

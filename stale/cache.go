@@ -286,6 +286,16 @@ func (c *Cache) Find(ref Ref) (*Entry, bool) {
 	return nil, false
 }
 
+// Has reports whether Find would find a copy for ref, without opening it
+// or marking it used (the fallback loop asks it while deciding whether a
+// request has somewhere else to go).
+func (c *Cache) Has(ref Ref) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.matchLocked(ref)
+	return ok
+}
+
 // matchLocked finds the copy for ref: its own, else a docker copy by
 // meaning. c.mu must be held.
 func (c *Cache) matchLocked(ref Ref) (match, bool) {

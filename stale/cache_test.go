@@ -269,3 +269,20 @@ func BenchmarkLookupHit(b *testing.B) {
 		e.Body.Close()
 	}
 }
+
+// TestHasIsFindWithoutTheUse: Has says what Find would, and leaves the LRU
+// order alone (a cache of two keeps "b" after Has("a"), as if never asked).
+func TestHasIsFindWithoutTheUse(t *testing.T) {
+	dir := t.TempDir()
+	c, _ := newTestCache(t, Options{Dir: dir, MaxBytes: roomFor(t, dir, 2), MaxObjectBytes: 100})
+	body := strings.Repeat("b", 40)
+	store(t, c, "a", body)
+	store(t, c, "b", body)
+	if !c.Has(Ref{Key: "a", Mode: modeIsolate}) || c.Has(Ref{Key: "nothing", Mode: modeIsolate}) {
+		t.Fatal("Has disagrees with what is stored")
+	}
+	store(t, c, "c", body) // evicts the least recently used: a, untouched by Has
+	if _, ok := lookupBody(t, c, "a"); ok {
+		t.Fatal("Has marked a as used")
+	}
+}
