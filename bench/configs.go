@@ -38,6 +38,16 @@ func (e *env) noraConf(n *nora, aliases int) string {
 	var b strings.Builder
 	up := loop(e.upHTTP)
 	npm := n.extra.npm
+	// Early opening waits a third of proxy_timeout, as the product's
+	// defaults do (suspect_after 10 s, NORA's proxy_timeout 30 s): the
+	// default suspect_after of 10 s would never come before the bench's
+	// 1 s proxy_timeout, and the outage rows would measure a proxy
+	// configured as nobody runs it. The outage rows of issue 25 set their
+	// own (outagefirst.go).
+	breaker := n.extra.breaker
+	if breaker == "" {
+		breaker = fmt.Sprintf("suspect_after = %g\n", (outageTimeout / 3).Seconds())
+	}
 	if npm == "" {
 		npm = fmt.Sprintf("proxy = \"http://%s\"\nproxy_timeout = %d\n", loop(e.upHole), int(outageTimeout/time.Second))
 	}
@@ -70,7 +80,7 @@ upstream_ca = %[6]q
 max_connections = 8000
 log_level = %[7]q
 log_format = "json"
-`, up, benchDomain, e.upHTTPS, e.caCert, e.caKey, e.upCertPath, e.opts.logLevel, npm, n.extra.breaker)
+`, up, benchDomain, e.upHTTPS, e.caCert, e.caKey, e.upCertPath, e.opts.logLevel, npm, breaker)
 	b.WriteString(n.extra.sidecar)
 	hosts := make([]string, aliases)
 	for i := range hosts {

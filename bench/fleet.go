@@ -214,7 +214,12 @@ func fleetLoad(fleet []*nora, url string) ([]fleetAnswer, int64, string) {
 		c := clients[i%len(fleet)]
 		wg.Go(func() {
 			t0 := time.Now()
-			status, err := fetch(c, url)
+			// A URL of its own per request: identical requests in
+			// flight share one fetch (coalescing), and a shared
+			// fetch's answer reaches several clients, which would
+			// count it several times here; the fleet rows measure
+			// the breakers' counting, request by request.
+			status, err := fetch(c, fmt.Sprintf("%s-%d", url, i))
 			answers[i] = fleetAnswer{sent: t0, took: time.Since(t0), reached: status == http.StatusGatewayTimeout}
 			if err != nil || (status != http.StatusServiceUnavailable && status != http.StatusGatewayTimeout) {
 				bad.Add(1)
