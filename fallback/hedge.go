@@ -94,6 +94,12 @@ func (s *search) sendAddressed(u *config.Upstream, t breakerstate.Ticket) (*http
 		resp, err := s.c.o.Sender.Send(s.r.Settings.Transport, req, target, t)
 		return resp, nil, err
 	}
+	if s.c.o.Stale != nil {
+		// onOpen runs on another goroutine and looks for a stale copy
+		// under the request's key: the key is worked out here, on the
+		// request's goroutine, so that onOpen only reads it.
+		s.staleKey()
+	}
 	rc := &race{}
 	rc.ctx, rc.cancel = context.WithCancelCause(req.Context())
 	target.OnOpen = func() { s.onOpen(rc) }
@@ -175,7 +181,7 @@ func (s *search) elsewhere() bool {
 	if s.c.o.Stale == nil {
 		return false
 	}
-	key, ok := s.staleKey()
+	key, ok := s.sk.key, s.sk.known && s.sk.ok // worked out by sendAddressed
 	if !ok {
 		return false
 	}
