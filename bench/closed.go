@@ -24,7 +24,7 @@ type target struct {
 func measure(ts []target, conns int, dur, warm time.Duration, rounds int, want int) (rps, p50, p99, cpu series) {
 	rps, p50, p99, cpu = series{}, series{}, series{}, series{}
 	for _, t := range ts {
-		runLoad(loadSpec{client: t.client, url: t.url, conns: conns, duration: warm, want: want})
+		runLoad(loadSpec{client: t.client, url: t.url, conns: conns, duration: warm, want: want, distinct: true})
 	}
 	for r := range rounds {
 		for _, t := range ts {
@@ -32,7 +32,7 @@ func measure(ts []target, conns int, dur, warm time.Duration, rounds int, want i
 			if t.pid != 0 {
 				c0, _ = cpuTime(t.pid)
 			}
-			res := runLoad(loadSpec{client: t.client, url: t.url, conns: conns, duration: dur, want: want})
+			res := runLoad(loadSpec{client: t.client, url: t.url, conns: conns, duration: dur, want: want, distinct: true})
 			if t.pid != 0 && res.requests > 0 {
 				c1, _ := cpuTime(t.pid)
 				cpu.add(t.name, (c1-c0).Seconds()/float64(res.requests))

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -75,6 +76,30 @@ type loadSpec struct {
 	requests int           // … or after this many requests (0 = no bound)
 	want     int           // expected status
 	trace    *trace        // when set, every request's time and latency are kept
+	distinct bool          // a URL of its own per request (distinctURLs)
+}
+
+// distinctURLs hands out base with a query of its own for each request
+// (?n=1, ?n=2, …). Identical requests in flight share one fetch through
+// nora-breaker (docs/behaviour.md §5.9), so the rows that measure what a
+// forwarded request costs never send two alike; every target of such a
+// row gets URLs made the same way.
+type distinctURLs struct {
+	base string
+	on   bool
+	n    atomic.Int64
+}
+
+// next is the URL of the next request: base itself when off.
+func (d *distinctURLs) next() string {
+	if !d.on {
+		return d.base
+	}
+	sep := "?"
+	if strings.Contains(d.base, "?") {
+		sep = "&"
+	}
+	return d.base + sep + "n=" + strconv.FormatInt(d.n.Add(1), 10)
 }
 
 // loadResult is what one run measured.
@@ -101,6 +126,7 @@ func runLoad(spec loadSpec) loadResult {
 		spec.trace.start = start
 	}
 	deadline := start.Add(spec.duration)
+	urls := &distinctURLs{base: spec.url, on: spec.distinct}
 	for range spec.conns {
 		wg.Add(1)
 		go func() {
@@ -113,8 +139,9 @@ func runLoad(spec loadSpec) loadResult {
 				if spec.requests > 0 && issued.Add(1) > int64(spec.requests) {
 					break
 				}
+				u := urls.next()
 				t0 := time.Now()
-				status, err := fetch(spec.client, spec.url)
+				status, err := fetch(spec.client, u)
 				took := time.Since(t0)
 				h.record(took)
 				if spec.trace != nil {

@@ -124,7 +124,7 @@ const (
 // olSpec is the open-loop run of t at rate for d.
 func olSpec(t olTarget, rate int, d time.Duration) rateSpec {
 	return rateSpec{client: t.client, url: t.url, rate: float64(rate), duration: d, workers: olConns,
-		want: t.want, grace: max(2*time.Second, d)}
+		want: t.want, grace: max(2*time.Second, d), distinct: true}
 }
 
 // olResult is one run of one target with the CPU its processes spent on it.

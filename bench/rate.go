@@ -22,7 +22,8 @@ type rateSpec struct {
 	rate     float64
 	duration time.Duration
 	workers  int
-	want     int // expected status
+	want     int  // expected status
+	distinct bool // a URL of its own per request (distinctURLs)
 	// grace bounds how long after the schedule's end a queued request may
 	// still be sent; the ones left are counted as dropped, not sent.
 	grace time.Duration
@@ -62,6 +63,7 @@ func runRate(spec rateSpec) rateResult {
 		wg  sync.WaitGroup
 		end time.Time
 	)
+	urls := &distinctURLs{base: spec.url, on: spec.distinct}
 	for range spec.workers {
 		wg.Add(1)
 		go func() {
@@ -74,7 +76,7 @@ func runRate(spec rateSpec) rateResult {
 					continue
 				}
 				w.wait.record(time.Since(at))
-				status, err := fetch(spec.client, spec.url)
+				status, err := fetch(spec.client, urls.next())
 				last = time.Now()
 				w.latency.record(last.Sub(at))
 				w.sent++

@@ -27,9 +27,13 @@ import (
 	"github.com/nora-breaker/nora-breaker/fallback/format"
 )
 
-// hedgeFloor is the shortest hedge wait a host's history can make: below
-// it, a wait would be the scheduler's noise.
-const hedgeFloor = 50 * time.Millisecond
+// hedgeFloor is the shortest hedge wait a host's history can make. A hedge
+// asks another registry (for docker, one that may count it against a rate
+// limit), and a pause of a few hundred milliseconds on a host that answers
+// (a collection, a busy machine, a cache miss at a CDN) is not the failure
+// hedging is for; a quarter of a second is where a user begins to notice,
+// and still a hundredth of a usual proxy_timeout (docs/behaviour.md §5.10).
+const hedgeFloor = 250 * time.Millisecond
 
 // errHandedOn gives up an attempt whose host's breaker opened while it was
 // silent: the request goes on elsewhere.

@@ -241,7 +241,7 @@ func TestLoopHedgeBudget(t *testing.T) {
 }
 
 // TestLoopHedgeWaitFollowsTheHost: a host whose recent answers took 10 ms
-// is hedged after 50 ms (twice its tail, at least hedgeFloor), not after
+// is hedged after hedgeFloor (twice its tail, 20 ms, is shorter), not after
 // its hedge_after of 1 s.
 func TestLoopHedgeWaitFollowsTheHost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
