@@ -68,7 +68,11 @@ type h1Conn struct {
 }
 
 func newH1(dial func(ctx context.Context, network, addr string) (net.Conn, error), maxPerHost int) *h1 {
-	return &h1{dial: dial, maxIdle: 256, maxPerHost: maxPerHost, idleTimeout: 90 * time.Second,
+	// Kept 30 s unused at most, against net/http's 90 s: a connection no
+	// goroutine reads learns of the upstream's close (an idle timeout of
+	// its own, a restart, a fault injector cutting it) only when it is
+	// asked again, so until then its descriptor is held half-closed.
+	return &h1{dial: dial, maxIdle: 256, maxPerHost: maxPerHost, idleTimeout: 30 * time.Second,
 		maxHeader: 1 << 20, idle: map[string][]*h1Conn{}, hosts: map[string]*hostSlots{}}
 }
 

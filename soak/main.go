@@ -118,6 +118,15 @@ func startProc(work, name string, args ...string) (*exec.Cmd, error) {
 
 var formats = []string{"docker", "maven", "pypi", "npm"}
 
+// suspectAfter is the soak's suspect_after: above the slow window's
+// latency (300 ± 50 ms, toxi.go), as a deployment sets it above its
+// registries' slowest answers, and below upstreamTimeout. The default 10 s
+// would never come within a 4 s fault window, and without early opening a
+// black hole met by identical requests (one shared fetch, one failure a
+// round) or by hedged ones (each given up, neutral) would not open its
+// breaker within the window (docs/behaviour.md §4).
+const suspectAfter = 600 * time.Millisecond
+
 // upstreamTimeout is the proxy_timeout every upstream gets in the soak's
 // config: the wait a rejection spares a client, and so the yardstick for how
 // fast a rejection must be. A fixed few milliseconds would measure the
@@ -209,6 +218,7 @@ func startProxy(ctx context.Context, o options, e *env, urls map[string][2]strin
 enabled = true
 failure_threshold = 5
 reset_timeout = 2
+suspect_after = %[11]g
 [registries]
 enable = "docker,maven,pypi,npm"
 [docker]
@@ -233,7 +243,7 @@ admin_listen = "127.0.0.1:0"
 dial_timeout = "1s"
 log_level = "warn"
 %[9]s`, urls["docker"][0], urls["docker"][1], urls["maven"][0], urls["maven"][1], urls["pypi"][0], urls["pypi"][1],
-		urls["npm"][0], urls["npm"][1], staleLine, int(upstreamTimeout/time.Second))
+		urls["npm"][0], urls["npm"][1], staleLine, int(upstreamTimeout/time.Second), suspectAfter.Seconds())
 	path := filepath.Join(o.work, "config.toml")
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		return err
