@@ -60,14 +60,19 @@ func Probe(ctx context.Context, opts ProbeOptions, out, errOut io.Writer) int {
 }
 
 // waitReady polls u until it answers 200 or ctx ends, and then says what
-// the last try got.
+// the last try got. A try the deadline cut short says only that time ran
+// out; the answer before it (a 503, a refused connection) is what an
+// operator needs, and is what is said when there was one.
 func waitReady(ctx context.Context, u string, wait time.Duration) error {
 	client := &http.Client{Transport: &http.Transport{Proxy: nil}}
 	var last error
 	for {
-		last = getOK(ctx, client, u)
-		if last == nil {
+		err := getOK(ctx, client, u)
+		if err == nil {
 			return nil
+		}
+		if ctx.Err() == nil || last == nil {
+			last = err
 		}
 		select {
 		case <-ctx.Done():

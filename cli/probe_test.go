@@ -80,3 +80,23 @@ func TestProbeWantsTheProxysOwnAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestProbeSaysTheLastAnswerNotTheDeadline: when the deadline cuts a try
+// short, the probe reports the answer before it (a 503), which is what an
+// operator needs, not that time ran out (on a busy CI machine the 100 ms
+// deadline of the test above ended inside a try).
+func TestProbeSaysTheLastAnswerNotTheDeadline(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		<-r.Context().Done() // every later try is cut by the deadline
+	}))
+	t.Cleanup(srv.Close)
+	code, out := probe(t, ProbeOptions{Ready: []string{srv.URL + "/ready"}, Timeout: 300 * time.Millisecond})
+	if code != ExitRuntime || !strings.Contains(out, srv.URL+"/ready: not ready: status 503") {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+}
