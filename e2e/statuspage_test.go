@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"image/png"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -131,9 +132,15 @@ proxy_timeout = 300
 	t.Cleanup(func() { close(hold) }) // runs before the proxy is stopped
 	pu, _ := url.Parse(n.proxyURL)
 	client := &http.Client{Timeout: 5 * time.Minute, Transport: &http.Transport{Proxy: http.ProxyURL(pu)}}
+	// Each answer is read to its end, so that the proxy has finished it
+	// (and its shared fetch, docs/behaviour.md §5.9) before the next
+	// request: one left unread ends as a client gone, and an identical
+	// request sent meanwhile would join its fetch and share its one
+	// verdict.
 	get := func(u string) {
 		resp, err := client.Get(u)
 		if err == nil {
+			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 		}
 	}
@@ -161,8 +168,8 @@ proxy_timeout = 300
 	}
 	resp.Body.Close()
 	ups["crates"].mode.Store(statusFailing)
-	for range 2 {
-		get("http://crates.test:8085/api/v1/crates/serde")
+	for _, name := range []string{"serde", "tokio"} { // two failures, never one shared
+		get("http://crates.test:8085/api/v1/crates/" + name)
 	}
 	n.waitProbeDue(t, "cargo", time.Second)
 	ups["crates"].mode.Store(statusHanging)
