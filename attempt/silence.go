@@ -47,7 +47,7 @@ func (w *silence) begin() {
 	}
 	w.counted = true
 	w.mu.Unlock()
-	release := w.ticket.SuspectFor(w.clients(), w.onOpen)
+	release := w.ticket.Suspect(w.clients(), w.onOpen)
 	w.mu.Lock()
 	over := w.over
 	if !over {
@@ -77,7 +77,7 @@ func (w *silence) end(givenUp bool) {
 		left := w.wait - w.now().Sub(w.start)
 		time.AfterFunc(max(left, 0), func() {
 			if w.recent.answered(w.key) == w.answers {
-				w.ticket.SuspectFor(w.clients(), nil)()
+				w.ticket.Suspect(w.clients(), nil)()
 			}
 		})
 	}

@@ -3,12 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -156,16 +154,7 @@ func fetchAtOnce(c *http.Client, target string, n, size int) (time.Duration, err
 
 // pacedHits asks the upstream how many requests path has had.
 func (e *env) pacedHits(path string) (int64, error) {
-	resp, err := http.Get("http://" + loop(e.upHTTP) + "/_bench/hits?path=" + url.QueryEscape(path))
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return e.upstreamCount("/_bench/hits?path=" + url.QueryEscape(path))
 }
 
 // startCollapsingSquid starts a squid of the section's own that caches in

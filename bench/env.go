@@ -296,8 +296,11 @@ func (e *env) switchHole(on bool) error {
 }
 
 // holes asks the upstream how many requests its black-holed listener saw.
-func (e *env) holes() (int64, error) {
-	resp, err := http.Get("http://" + loop(e.upHTTP) + "/_bench/holes")
+func (e *env) holes() (int64, error) { return e.upstreamCount("/_bench/holes") }
+
+// upstreamCount reads a count the upstream process reports at path.
+func (e *env) upstreamCount(path string) (int64, error) {
+	resp, err := http.Get("http://" + loop(e.upHTTP) + path)
 	if err != nil {
 		return 0, err
 	}

@@ -16,22 +16,17 @@ package breakerstate
 func noRelease() {}
 
 // Suspect counts the attempt admitted by t as silent: it has waited its
-// suspect wait without response headers. onOpen (nil: none) is called once,
-// outside the breaker's lock, if the breaker opens while the attempt still
-// waits, whatever opens it, and at once when it is open already. The
-// returned release must be called when the attempt stops waiting; it is
-// safe to call after onOpen has run. A zero Ticket, a probe and a disabled
-// or retired breaker count nothing.
-func (t Ticket) Suspect(onOpen func()) (release func()) {
-	return t.SuspectFor(1, onOpen)
-}
-
-// SuspectFor is Suspect for an attempt that requests clients are waiting on
-// (identical requests sharing one fetch, docs/behaviour.md §5.9): it counts
-// as that many silent requests, at least one. Early opening counts the
-// requests that wait on a silent host, and sharing a fetch must not make a
-// hot URL's black hole slower to learn than many URLs'.
-func (t Ticket) SuspectFor(requests int, onOpen func()) (release func()) {
+// suspect wait without response headers. It counts as requests silent
+// requests, at least one: an attempt that several clients wait on (a
+// fetch identical requests share, docs/behaviour.md §5.9) is as many
+// requests waiting on a silent host, and sharing a fetch must not make a
+// hot URL's black hole slower to learn than many URLs'. onOpen (nil: none)
+// is called once, outside the breaker's lock, if the breaker opens while
+// the attempt still waits, whatever opens it, and at once when it is open
+// already. The returned release must be called when the attempt stops
+// waiting; it is safe to call after onOpen has run. A zero Ticket, a probe
+// and a disabled or retired breaker count nothing.
+func (t Ticket) Suspect(requests int, onOpen func()) (release func()) {
 	b := t.b
 	if b == nil || t.kind != kindAdmitted {
 		return noRelease

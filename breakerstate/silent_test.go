@@ -20,7 +20,7 @@ func TestSilentAttemptsOpen(t *testing.T) {
 		if st := h.snap(t, testKey).State; st != Closed {
 			t.Fatalf("before silent attempt %d: %v, want closed", i+1, st)
 		}
-		releases = append(releases, tk.Suspect(func() { woken[i].Add(1) }))
+		releases = append(releases, tk.Suspect(1, func() { woken[i].Add(1) }))
 	}
 	if st := h.snap(t, testKey).State; st != Open {
 		t.Fatalf("after 3 silent attempts: %v, want open", st)
@@ -50,7 +50,7 @@ func TestSilentCountRestartsOnAnAnswer(t *testing.T) {
 	h := newHarness(t, true) // threshold 3
 	for round := range 5 {
 		for range 2 {
-			h.admit(t, testKey).Suspect(nil)()
+			h.admit(t, testKey).Suspect(1, nil)()
 		}
 		answering := h.admit(t, testKey)
 		answering.Heard()
@@ -70,7 +70,7 @@ func TestSilentAttemptHandedOnWhenAlreadyOpen(t *testing.T) {
 	waiting := h.admit(t, testKey)
 	h.openBreaker(t, testKey)
 	told := 0
-	release := waiting.Suspect(func() { told++ })
+	release := waiting.Suspect(1, func() { told++ })
 	release()
 	if told != 1 {
 		t.Fatalf("told %d times, want once", told)
@@ -83,8 +83,8 @@ func TestSilentAttemptHandedOnWhenAlreadyOpen(t *testing.T) {
 func TestSilentAttemptToldOfAnyOpening(t *testing.T) {
 	h := newHarness(t, true)
 	var told, gone atomic.Int32
-	h.admit(t, testKey).Suspect(func() { told.Add(1) })
-	h.admit(t, testKey).Suspect(func() { gone.Add(1) })()
+	h.admit(t, testKey).Suspect(1, func() { told.Add(1) })
+	h.admit(t, testKey).Suspect(1, func() { gone.Add(1) })()
 	h.openBreaker(t, testKey)
 	if told.Load() != 1 || gone.Load() != 0 {
 		t.Fatalf("waiting attempt told %d times, released one %d; want 1 and 0", told.Load(), gone.Load())
@@ -97,13 +97,13 @@ func TestSilentNotCounted(t *testing.T) {
 	t.Run("probe", func(t *testing.T) {
 		h := newHarness(t, true, keySettings(testKey, 1, 30*time.Second))
 		p := h.probe(t, testKey)
-		p.Suspect(nil)()
+		p.Suspect(1, nil)()
 		if st := h.snap(t, testKey).State; st != HalfOpen {
 			t.Fatalf("%v, want half_open: the probe's own verdict decides", st)
 		}
 	})
 	t.Run("zero ticket", func(t *testing.T) {
-		Ticket{}.Suspect(func() { t.Error("called") })()
+		Ticket{}.Suspect(1, func() { t.Error("called") })()
 		Ticket{}.Heard()
 	})
 	t.Run("forced closed", func(t *testing.T) {
@@ -112,7 +112,7 @@ func TestSilentNotCounted(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 5 {
-			h.admit(t, testKey).Suspect(nil)()
+			h.admit(t, testKey).Suspect(1, nil)()
 		}
 		if st := h.snap(t, testKey).State; st != Closed {
 			t.Fatalf("%v, want closed", st)
@@ -121,7 +121,7 @@ func TestSilentNotCounted(t *testing.T) {
 	t.Run("disabled", func(t *testing.T) {
 		h := newHarness(t, false)
 		for range 5 {
-			h.admit(t, testKey).Suspect(nil)()
+			h.admit(t, testKey).Suspect(1, nil)()
 		}
 		if st := h.snap(t, testKey).State; st != Closed {
 			t.Fatalf("%v, want closed", st)
@@ -146,7 +146,7 @@ func TestSilentOpeningUnderConcurrency(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			releases[i] = tickets[i].Suspect(func() { told[i].Add(1) })
+			releases[i] = tickets[i].Suspect(1, func() { told[i].Add(1) })
 		}()
 	}
 	wg.Wait()
@@ -175,7 +175,7 @@ func TestSilentOpeningUnderConcurrency(t *testing.T) {
 // and the attempt is told; its verdict is still one.
 func TestSilentAttemptOfManyRequests(t *testing.T) {
 	h := newHarness(t, true) // threshold 3
-	h.admit(t, testKey).SuspectFor(2, nil)()
+	h.admit(t, testKey).Suspect(2, nil)()
 	if st := h.snap(t, testKey).State; st != Closed {
 		t.Fatalf("after one attempt of 2 requests: %v, want closed", st)
 	}
@@ -184,7 +184,7 @@ func TestSilentAttemptOfManyRequests(t *testing.T) {
 	answered.Done(Success)
 	told := 0
 	tk := h.admit(t, testKey)
-	release := tk.SuspectFor(3, func() { told++ })
+	release := tk.Suspect(3, func() { told++ })
 	defer release()
 	if st := h.snap(t, testKey).State; st != Open || told != 1 {
 		t.Fatalf("after one attempt of 3 requests: %v, told %d times; want open, told once", st, told)

@@ -115,10 +115,10 @@ func (f *flight[T]) run(fn func(context.Context) (*http.Response, T)) {
 		f.mode.Store(modeTee)
 	}
 	alive := f.waiters > 0
-	if (sp == nil || !alive) && g.flights[f.key] == f {
+	if sp == nil || !alive {
 		// Nobody else may join an answer that goes to one client, or to
 		// none: the next identical request starts a fetch of its own.
-		delete(g.flights, f.key)
+		f.forgetLocked()
 	}
 	g.mu.Unlock()
 	close(f.ready)
@@ -255,8 +255,8 @@ func (f *flight[T]) leave() {
 	g.mu.Lock()
 	f.waiters--
 	last := f.waiters == 0
-	if last && g.flights[f.key] == f {
-		delete(g.flights, f.key)
+	if last {
+		f.forgetLocked()
 	}
 	settled, pumped, taken := f.settled, f.pumped, f.taken
 	g.mu.Unlock()

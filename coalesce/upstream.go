@@ -104,11 +104,23 @@ func (f *flight[T]) closeIfAlone() int {
 	case f.waiters > 1:
 		return aloneWaited
 	}
+	f.closeLocked()
+	return aloneClosed
+}
+
+// closeLocked closes the fetch to new clients. g.mu must be held.
+func (f *flight[T]) closeLocked() {
 	f.closed = true
-	if g.flights[f.key] == f {
+	f.forgetLocked()
+}
+
+// forgetLocked takes the fetch out of the group, if it is still the one
+// under its key: a request arriving from now on starts a fetch of its own.
+// g.mu must be held.
+func (f *flight[T]) forgetLocked() {
+	if g := f.g; g.flights[f.key] == f {
 		delete(g.flights, f.key)
 	}
-	return aloneClosed
 }
 
 // stopTee ends the spool of a body only its driver reads, which goes on
@@ -120,10 +132,7 @@ func (f *flight[T]) stopTee(err error) {
 	f.teeStopped = true
 	f.sp.finish(err, nil)
 	g.mu.Lock()
-	f.closed = true
-	if g.flights[f.key] == f {
-		delete(g.flights, f.key)
-	}
+	f.closeLocked()
 	g.mu.Unlock()
 	if !errors.Is(err, errNoRoom) {
 		g.warnSpool(err)
@@ -172,11 +181,9 @@ func (f *flight[T]) endUp(err error) {
 	g := f.g
 	g.mu.Lock()
 	f.pumped = true
-	if g.flights[f.key] == f {
-		// The fetch is over: a request from now on is not "while it is in
-		// flight", and starts its own.
-		delete(g.flights, f.key)
-	}
+	// The fetch is over: a request from now on is not "while it is in
+	// flight", and starts its own.
+	f.forgetLocked()
 	unread := f.waiters == 0
 	g.mu.Unlock()
 	if unread {

@@ -237,55 +237,41 @@ func (r sidecarReader) durations(table string, dst map[string]time.Duration) {
 // resolve reads [sidecar.resolve] "host:port" = "ip:port" and
 // NORA_SIDECAR_RESOLVE="host:port=ip:port,…".
 func (r sidecarReader) resolve(dst map[string]string) {
-	t := r.t.table("resolve")
-	for _, k := range t.keys() {
-		if addr, ok := t.str(k); ok {
-			dst[k] = addr
-			r.from["resolve."+k] = t.at(t.keyPath(k))
-		}
-	}
-	name := envName("resolve")
-	v, ok := r.e.get(name)
-	if !ok {
-		return
-	}
-	clear(dst)
-	for _, item := range splitList(v) {
-		k, addr, found := strings.Cut(item, "=")
-		if !found {
-			r.e.probs.envf(name, item, "want host:port=ip:port")
-			continue
-		}
-		k = strings.TrimSpace(k)
-		dst[k] = strings.TrimSpace(addr)
-		r.from["resolve."+k] = origin{source: "env", key: name, value: item}
-	}
+	r.stringMap("resolve", dst, "want host:port=ip:port", func(v string) string { return v })
 }
 
 // parents reads [sidecar.parents] "<key or format>" = "<parent URL or
 // direct>" and NORA_SIDECAR_PARENTS="key=url,…", which replaces it. The
 // environment's values are shown with their credentials hidden.
 func (r sidecarReader) parents(dst map[string]string) {
-	t := r.t.table("parents")
+	r.stringMap("parents", dst, "want key=parent-url or key=direct", redactURL)
+}
+
+// stringMap reads the sub-table name of string values into dst, then its
+// environment form, NORA_SIDECAR_<NAME>="key=value,…", which replaces the
+// table. show is how an environment value is shown in origins and
+// problems (redactURL for one that may carry credentials).
+func (r sidecarReader) stringMap(name string, dst map[string]string, usage string, show func(string) string) {
+	t := r.t.table(name)
 	for _, k := range t.keys() {
 		if v, ok := t.str(k); ok {
 			dst[k] = v
-			r.from["parents."+k] = t.at(t.keyPath(k))
+			r.from[name+"."+k] = t.at(t.keyPath(k))
 		}
 	}
-	name := envName("parents")
-	v, ok := r.e.get(name)
+	env := envName(name)
+	v, ok := r.e.get(env)
 	if !ok {
 		return
 	}
 	clear(dst)
 	for _, item := range splitList(v) {
-		k, parent, found := strings.Cut(item, "=")
+		k, val, found := strings.Cut(item, "=")
 		if k = strings.TrimSpace(k); !found || k == "" {
-			r.e.probs.envf(name, redactURL(item), "want key=parent-url or key=direct")
+			r.e.probs.envf(env, show(item), "%s", usage)
 			continue
 		}
-		dst[k] = strings.TrimSpace(parent)
-		r.from["parents."+k] = origin{source: "env", key: name, value: k + "=" + redactURL(parent)}
+		dst[k] = strings.TrimSpace(val)
+		r.from[name+"."+k] = origin{source: "env", key: env, value: k + "=" + show(val)}
 	}
 }

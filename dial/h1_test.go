@@ -228,25 +228,7 @@ func TestH1Concurrent(t *testing.T) {
 // drains it, so a client that stopped reading would keep the upstream
 // sending), and a Close from another goroutine ends a Read in progress.
 func TestH1EarlyCloseCutsTheConnection(t *testing.T) {
-	stopped := make(chan struct{})
-	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
-		defer close(stopped)
-		chunk := make([]byte, 32<<10)
-		for {
-			if _, err := w.Write(chunk); err != nil {
-				return
-			}
-		}
-	})
-	tr := newH1(plainDial, 0)
-	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/endless", nil)
-	resp, err := tr.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.CopyN(io.Discard, resp.Body, 64<<10); err != nil {
-		t.Fatal(err)
-	}
+	resp, stopped := endlessBody(t, context.Background())
 	readDone := make(chan error, 1)
 	go func() {
 		_, err := io.Copy(io.Discard, resp.Body)
@@ -310,26 +292,8 @@ func TestH1AnswersWithoutBodyFreeTheConnection(t *testing.T) {
 // ending while the body is being read closes the connection, so the
 // upstream stops sending even though nobody closes the body.
 func TestH1CancelDuringTheBodyClosesTheConnection(t *testing.T) {
-	stopped := make(chan struct{})
-	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
-		defer close(stopped)
-		chunk := make([]byte, 32<<10)
-		for {
-			if _, err := w.Write(chunk); err != nil {
-				return
-			}
-		}
-	})
-	tr := newH1(plainDial, 0)
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/endless", nil)
-	resp, err := tr.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.CopyN(io.Discard, resp.Body, 64<<10); err != nil {
-		t.Fatal(err)
-	}
+	resp, stopped := endlessBody(t, ctx)
 	cancel()
 	select {
 	case <-stopped:
@@ -340,4 +304,30 @@ func TestH1CancelDuringTheBodyClosesTheConnection(t *testing.T) {
 		t.Fatal("a cancelled body read to its end without an error")
 	}
 	resp.Body.Close()
+}
+
+// endlessBody asks, through an h1 transport of its own, a server that
+// writes until its connection breaks, and returns the answer with its first
+// 64 KiB read; stopped is closed when the server's writes have stopped.
+func endlessBody(t *testing.T, ctx context.Context) (*http.Response, <-chan struct{}) {
+	t.Helper()
+	stopped := make(chan struct{})
+	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		defer close(stopped)
+		chunk := make([]byte, 32<<10)
+		for {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/endless", nil)
+	resp, err := newH1(plainDial, 0).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.CopyN(io.Discard, resp.Body, 64<<10); err != nil {
+		t.Fatal(err)
+	}
+	return resp, stopped
 }

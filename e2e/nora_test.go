@@ -49,21 +49,18 @@ type noraOpts struct {
 	// env is more environment for the proxy ("NAME=value"), as a Secret
 	// would give it.
 	env []string
-	// hedging keeps the product's hedge waits for maven and docker
-	// (docs/behaviour.md §5.10). Off by default: the scenarios count what
-	// each upstream of a chain sees, and on this busy machine a loopback
-	// upstream's answer is now and then late enough for a hedge to ask the
-	// next one (TestMaven's healthy run once reached its second
-	// repository 7 times). Hedging has its own tests (proxy, fallback,
-	// bench).
-	hedging bool
 }
 
 // breakerTOML is the start of a scenario's config: breakers on with the
-// given threshold and reset_timeout (whole seconds), and one format enabled.
-func breakerTOML(threshold int, reset time.Duration, enable string) string {
-	return fmt.Sprintf("[circuit_breaker]\nenabled = true\nfailure_threshold = %d\nreset_timeout = %d\n"+
-		"[registries]\nenable = %q\n", threshold, int(reset.Seconds()), enable)
+// given threshold and reset_timeout (whole seconds), any more lines of
+// [circuit_breaker] (such as "jitter = 0"), and the formats enabled.
+func breakerTOML(threshold int, reset time.Duration, enable string, more ...string) string {
+	var extra strings.Builder
+	for _, l := range more {
+		extra.WriteString(l + "\n")
+	}
+	return fmt.Sprintf("[circuit_breaker]\nenabled = true\nfailure_threshold = %d\nreset_timeout = %d\n%s"+
+		"[registries]\nenable = %q\n", threshold, int(reset.Seconds()), extra.String(), enable)
 }
 
 // startNora makes an interception CA with `nora-breaker ca init`, writes the
@@ -119,10 +116,13 @@ func startNora(t *testing.T, s suite, dir string, o noraOpts) *nora {
 	if err := os.Remove(addrFile); err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
 	}
-	env := o.env
-	if !o.hedging {
-		env = append([]string{"NORA_MAVEN_HEDGE_AFTER=0", "NORA_DOCKER_HEDGE_AFTER=0"}, env...)
-	}
+	// Maven's and docker's hedging off (docs/behaviour.md §5.10): the
+	// scenarios count what each upstream of a chain sees, and on this busy
+	// machine a loopback upstream's answer is now and then late enough for
+	// a hedge to ask the next one (TestMaven's healthy run once reached its
+	// second repository 7 times). Hedging has its own tests (proxy,
+	// fallback, bench); a scenario's own env comes after and wins.
+	env := append([]string{"NORA_MAVEN_HEDGE_AFTER=0", "NORA_DOCKER_HEDGE_AFTER=0"}, o.env...)
 	n.proc = startProc(t, dir, "nora-breaker", cleanEnv(env...), s.binary, "serve", "--config", cfg, "--addr-file", addrFile)
 	bound, err := listenaddr.WaitFile(addrFile, n.proc.cmd.Process.Pid, 20*time.Second)
 	if err != nil {

@@ -205,8 +205,7 @@ func (b *reactionBench) startNora(t *testing.T, s suite) {
 		resolve[h] = b.plain.addr
 	}
 	b.n = startNora(t, s, b.dir, noraOpts{
-		formats: strings.Replace(breakerTOML(5, reset, "pypi,npm,maven,go,cargo,docker,deb"),
-			"[registries]", "jitter = 0\n[registries]", 1) + `[pypi]
+		formats: breakerTOML(5, reset, "pypi,npm,maven,go,cargo,docker,deb", "jitter = 0") + `[pypi]
 proxies = ["http://` + rxPypi + `/simple"]
 proxy_timeout = 5
 [npm]

@@ -1,6 +1,7 @@
 package fallback
 
 import (
+	"cmp"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -128,15 +129,8 @@ func TestLoopHedge(t *testing.T) {
 				if tc.setup != nil {
 					tc.setup(t, r)
 				}
-				for n, script := range map[string][]http.HandlerFunc{"A": tc.a, "B": tc.b, "C": tc.c} {
-					if script != nil {
-						r.up[n].Script(script...)
-					}
-				}
-				method := tc.method
-				if method == "" {
-					method = http.MethodGet
-				}
+				r.script(tc.a, tc.b, tc.c)
+				method := cmp.Or(tc.method, http.MethodGet)
 				res, _, took := r.serve(t, method)
 				if res.Resp.StatusCode != tc.wantStatus || res.Kind != tc.wantKind || r.names[res.ServedBy] != tc.wantBy {
 					t.Errorf("got %d %s by %q, want %d %s by %q", res.Resp.StatusCode, res.Kind, r.names[res.ServedBy],

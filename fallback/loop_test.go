@@ -1,6 +1,7 @@
 package fallback
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -295,15 +296,8 @@ func TestLoop(t *testing.T) {
 				if tc.setup != nil {
 					tc.setup(t, r)
 				}
-				for n, script := range map[string][]http.HandlerFunc{"A": tc.a, "B": tc.b, "C": tc.c} {
-					if script != nil {
-						r.up[n].Script(script...)
-					}
-				}
-				method := tc.method
-				if method == "" {
-					method = http.MethodGet
-				}
+				r.script(tc.a, tc.b, tc.c)
+				method := cmp.Or(tc.method, http.MethodGet)
 				res, body, took := r.serve(t, method)
 				if res.Resp.StatusCode != tc.wantStatus || res.Kind != tc.wantKind {
 					t.Errorf("got %d %s, want %d %s", res.Resp.StatusCode, res.Kind, tc.wantStatus, tc.wantKind)
@@ -704,5 +698,14 @@ func TestLoopKeepsNoUnfitAnswer(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// script gives A, B and C their scripts; a nil one is left as it is.
+func (r *loopRig) script(a, b, c []http.HandlerFunc) {
+	for n, script := range map[string][]http.HandlerFunc{"A": a, "B": b, "C": c} {
+		if script != nil {
+			r.up[n].Script(script...)
+		}
 	}
 }

@@ -74,6 +74,47 @@ hedge_after = 0
 `, a, b)
 }
 
+// heldJar is a jar of one size through a proxy whose maven upstream holds
+// the body back after its first bytes until release is closed (heldBody).
+type heldJar struct {
+	release chan struct{}
+	up      *upstream
+	tp      *testProxy
+	c       *http.Client
+	url     string
+	want    string // the digest of the whole body
+}
+
+const heldJarPath = "/maven2/g/a/1/a-1.jar"
+
+func newHeldJar(t *testing.T, size int) *heldJar {
+	j := &heldJar{release: make(chan struct{})}
+	j.up = newUpstream(t, heldBody(size, j.release))
+	j.tp = newTestProxy(t, coalesceConfig(j.up.URL, j.up.URL), nil)
+	j.c = proxyClient(t, j.tp, nil)
+	j.url = j.up.URL + heldJarPath
+	j.want = digest(patternFor(heldJarPath, size))
+	return j
+}
+
+// wantWhole fails for every client whose body is not the whole jar.
+func (j *heldJar) wantWhole(t *testing.T, digests []string) {
+	t.Helper()
+	for i, d := range digests {
+		if d != j.want {
+			t.Errorf("client %d: %s", i, d)
+		}
+	}
+}
+
+// wantHits fails unless the upstream was asked n times.
+func (j *heldJar) wantHits(t *testing.T, n int64) {
+	t.Helper()
+	if got := j.up.hits.Load(); got != n {
+		t.Errorf("the upstream was asked %d times, want %d", got, n)
+	}
+}
+
 // started is a request sent and its answer's headers.
 type started struct {
 	resp   *http.Response
@@ -151,22 +192,12 @@ func coalescedCount(t *testing.T, tp *testProxy, format string) int {
 }
 
 func TestCoalescedGets(t *testing.T) {
-	release := make(chan struct{})
-	a := newUpstream(t, heldBody(4<<20, release))
-	tp := newTestProxy(t, coalesceConfig(a.URL, a.URL), nil)
-	c := proxyClient(t, tp, nil)
-	url := a.URL + "/maven2/g/a/1/a-1.jar"
-	ss := startGets(t, c, url, 20, nil)
-	close(release)
-	want := digest(patternFor("/maven2/g/a/1/a-1.jar", 4<<20))
-	for i, d := range readAll(ss) {
-		if d != want {
-			t.Errorf("client %d: %s", i, d)
-		}
-	}
-	if n := a.hits.Load(); n != 1 {
-		t.Errorf("the upstream was asked %d times, want once", n)
-	}
+	j := newHeldJar(t, 4<<20)
+	tp := j.tp
+	ss := startGets(t, j.c, j.url, 20, nil)
+	close(j.release)
+	j.wantWhole(t, readAll(ss))
+	j.wantHits(t, 1)
 	testkit.PollUntil(t, 5*time.Second, func() bool { return requestsOfFormat(t, tp.Registry, "maven") == 20 })
 	if n := coalescedCount(t, tp, "maven"); n != 19 {
 		t.Errorf("coalesced: %d, want 19", n)
@@ -182,28 +213,18 @@ func TestCoalescedGets(t *testing.T) {
 // TestCoalescedFirstClientLeaves: the client whose request started the
 // fetch goes away in the middle of the body; the others' bodies are whole.
 func TestCoalescedFirstClientLeaves(t *testing.T) {
-	release := make(chan struct{})
-	a := newUpstream(t, heldBody(4<<20, release))
-	tp := newTestProxy(t, coalesceConfig(a.URL, a.URL), nil)
-	c := proxyClient(t, tp, nil)
-	url := a.URL + "/maven2/g/a/1/a-1.jar"
-	first := startGets(t, c, url, 1, nil)[0]
+	j := newHeldJar(t, 4<<20)
+	tp := j.tp
+	first := startGets(t, j.c, j.url, 1, nil)[0]
 	if _, err := io.ReadFull(first.resp.Body, make([]byte, 16<<10)); err != nil {
 		t.Fatal(err)
 	}
-	others := startGets(t, c, url, 5, nil)
+	others := startGets(t, j.c, j.url, 5, nil)
 	first.cancel()
 	first.resp.Body.Close()
-	close(release)
-	want := digest(patternFor("/maven2/g/a/1/a-1.jar", 4<<20))
-	for i, d := range readAll(others) {
-		if d != want {
-			t.Errorf("client %d: %s", i, d)
-		}
-	}
-	if n := a.hits.Load(); n != 1 {
-		t.Errorf("the upstream was asked %d times, want once", n)
-	}
+	close(j.release)
+	j.wantWhole(t, readAll(others))
+	j.wantHits(t, 1)
 	key := fbKeys(t, tp, "maven")[0]
 	testkit.PollUntil(t, 5*time.Second, func() bool { return requestsOfFormat(t, tp.Registry, "maven") == 6 })
 	if s := breakerOf(t, tp, key); s.FailureCount != 0 {
@@ -214,31 +235,20 @@ func TestCoalescedFirstClientLeaves(t *testing.T) {
 // TestCoalescedStoppedClient: a client that stops reading does not hold
 // up the others.
 func TestCoalescedStoppedClient(t *testing.T) {
-	release := make(chan struct{})
-	a := newUpstream(t, heldBody(16<<20, release))
-	tp := newTestProxy(t, coalesceConfig(a.URL, a.URL), nil)
-	c := proxyClient(t, tp, nil)
-	url := a.URL + "/maven2/g/a/1/a-1.jar"
-	stopped := startGets(t, c, url, 1, nil)[0] // never reads its body
-	others := startGets(t, c, url, 5, nil)
-	close(release)
+	j := newHeldJar(t, 16<<20)
+	stopped := startGets(t, j.c, j.url, 1, nil)[0] // never reads its body
+	others := startGets(t, j.c, j.url, 5, nil)
+	close(j.release)
 	done := make(chan []string, 1)
 	go func() { done <- readAll(others) }()
 	select {
 	case got := <-done:
-		want := digest(patternFor("/maven2/g/a/1/a-1.jar", 16<<20))
-		for i, d := range got {
-			if d != want {
-				t.Errorf("client %d: %s", i, d)
-			}
-		}
+		j.wantWhole(t, got)
 	case <-time.After(20 * time.Second):
 		t.Fatal("the other clients were held up by the one that stopped reading")
 	}
 	stopped.resp.Body.Close()
-	if n := a.hits.Load(); n != 1 {
-		t.Errorf("the upstream was asked %d times, want once", n)
-	}
+	j.wantHits(t, 1)
 }
 
 // TestCoalescedFailover: while the addressed upstream fails, twenty
@@ -340,27 +350,15 @@ func TestCoalescedManyURLs(t *testing.T) {
 // it (the answer is made after each of them was sent), and one arriving
 // after the answer came fetches for itself.
 func TestCoalescedMavenResolverHeaders(t *testing.T) {
-	release := make(chan struct{})
-	a := newUpstream(t, heldBody(4<<20, release))
-	tp := newTestProxy(t, coalesceConfig(a.URL, a.URL), nil)
-	c := proxyClient(t, tp, nil)
-	url := a.URL + "/maven2/g/a/1/a-1.jar"
+	j := newHeldJar(t, 4<<20)
 	resolver := func(int) http.Header {
 		return http.Header{"Cache-Control": {"no-cache, no-store"}, "Pragma": {"no-cache"}}
 	}
-	ss := startGets(t, c, url, 20, resolver)
-	close(release)
-	want := digest(patternFor("/maven2/g/a/1/a-1.jar", 4<<20))
-	for i, d := range readAll(ss) {
-		if d != want {
-			t.Errorf("client %d: %s", i, d)
-		}
-	}
-	if n := a.hits.Load(); n != 1 {
-		t.Errorf("the upstream was asked %d times for twenty no-cache pulls in flight together, want once", n)
-	}
-	if d := readAll(startGets(t, c, url, 1, resolver))[0]; d != want || a.hits.Load() != 2 {
-		t.Errorf("a no-cache pull after the answer: digest ok %v, upstream asked %d times in all, want 2", d == want,
-			a.hits.Load())
-	}
+	ss := startGets(t, j.c, j.url, 20, resolver)
+	close(j.release)
+	j.wantWhole(t, readAll(ss))
+	j.wantHits(t, 1) // twenty no-cache pulls in flight together
+	// After the answer came, a no-cache pull fetches for itself.
+	j.wantWhole(t, readAll(startGets(t, j.c, j.url, 1, resolver)))
+	j.wantHits(t, 2)
 }

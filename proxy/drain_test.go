@@ -111,6 +111,18 @@ func (r *drainRig) downloads(t *testing.T) []*download {
 	}
 }
 
+// startDownloads starts every kind's download and returns once each is
+// under way at the upstreams; wg ends when all have.
+func (r *drainRig) startDownloads(t *testing.T) ([]*download, *sync.WaitGroup) {
+	ds := r.downloads(t)
+	wg := &sync.WaitGroup{}
+	for _, d := range ds {
+		wg.Go(d.run)
+	}
+	testkit.PollUntil(t, 10*time.Second, func() bool { return r.upSlow.count() == 2 && r.blSlow.count() == 1 })
+	return ds, wg
+}
+
 // run downloads, then closes the client's idle connections, as a client
 // that is done does: a blind tunnel ends only when its client ends it.
 func (d *download) run() {
@@ -134,12 +146,7 @@ func (d *download) run() {
 // download stopped at 512 KiB and the process exited after 35 ms).
 func TestShutdownDrainsEveryConnectionKind(t *testing.T) {
 	r := newDrainRig(t, 20*time.Second)
-	ds := r.downloads(t)
-	var wg sync.WaitGroup
-	for _, d := range ds {
-		wg.Go(d.run)
-	}
-	testkit.PollUntil(t, 10*time.Second, func() bool { return r.upSlow.count() == 2 && r.blSlow.count() == 1 })
+	ds, wg := r.startDownloads(t)
 	stopped := make(chan error, 1)
 	go func() { stopped <- r.tp.stop() }()
 	// /ready answers 503 from the first moment of the drain.
@@ -173,12 +180,7 @@ func TestShutdownDrainsEveryConnectionKind(t *testing.T) {
 // then rather than when the download would have ended.
 func TestShutdownCutsWhatOutlastsTheGrace(t *testing.T) {
 	r := newDrainRig(t, 300*time.Millisecond)
-	ds := r.downloads(t)
-	var wg sync.WaitGroup
-	for _, d := range ds {
-		wg.Go(d.run)
-	}
-	testkit.PollUntil(t, 10*time.Second, func() bool { return r.upSlow.count() == 2 && r.blSlow.count() == 1 })
+	ds, wg := r.startDownloads(t)
 	start := time.Now()
 	if err := r.tp.stop(); err != nil {
 		t.Fatalf("Serve: %v", err)
