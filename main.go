@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/config"
 	"github.com/nora-breaker/nora-breaker/internal/listenaddr"
 	"github.com/nora-breaker/nora-breaker/internal/logbuf"
+	"github.com/nora-breaker/nora-breaker/procs"
 	"github.com/nora-breaker/nora-breaker/proxy"
 )
 
@@ -256,11 +258,35 @@ func serve(args []string, stderr io.Writer) int {
 	defer stop()
 	flags.ConfigPath = cfg.Path
 	go watchReloads(ctx, p, flags, logger)
+	sizeScheduler(ctx, cfg.Sidecar.Procs, os.Getenv("GOMAXPROCS") != "", reg, logger)
 	if err := p.Serve(ctx, proxyLn, adminLn); err != nil && !errors.Is(err, context.Canceled) {
 		logger.Error().Err(err).Msg("stopped")
 		return cli.ExitRuntime
 	}
 	return cli.ExitOK
+}
+
+// sizeScheduler applies sidecar.procs (docs/behaviour.md §2.2): a fixed
+// count, or, unless GOMAXPROCS in the environment already fixed it, a
+// goroutine sizing the scheduler to the load until ctx ends. The processors in use are a
+// metric either way.
+func sizeScheduler(ctx context.Context, n int, fromEnv bool, reg prometheus.Registerer, log zerolog.Logger) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "nora_sidecar_scheduler_procs",
+		Help: "Processors the Go scheduler runs on (sidecar.procs; 0 there sizes it to the load).",
+	}, func() float64 { return float64(runtime.GOMAXPROCS(0)) }))
+	switch {
+	case n > 0:
+		runtime.GOMAXPROCS(n)
+		log.Info().Int("procs", n).Msg("scheduler processors fixed by sidecar.procs")
+	case fromEnv:
+		log.Info().Int("procs", runtime.GOMAXPROCS(0)).Msg("scheduler processors fixed by GOMAXPROCS")
+	default:
+		go procs.Run(ctx, procs.Options{Changed: func(n int, use float64, wait time.Duration) {
+			log.Debug().Int("procs", n).Float64("cpu_use", use).Dur("sched_wait_p90", wait).
+				Msg("scheduler processors sized to the load")
+		}})
+	}
 }
 
 // writeAddrFile tells whoever started the process which addresses it bound

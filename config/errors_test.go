@@ -59,6 +59,8 @@ func TestLoadErrors(t *testing.T) {
 		{name: "size junk", env: map[string]string{"NORA_SIDECAR_STALE_MAX_BYTES": "lots"}, want: []string{"not a size"}},
 		{name: "object larger than cache", file: "[sidecar]\nstale_max_bytes = \"1MiB\"\nstale_max_object_bytes = \"2MiB\"\n",
 			want: []string{"config.toml:3: sidecar.stale_max_object_bytes: must not exceed stale_max_bytes"}},
+		{name: "procs negative", file: "[sidecar]\nprocs = -1\n",
+			want: []string{"config.toml:2: sidecar.procs: must be >= 0 (got -1)"}},
 		{name: "max connections zero", env: map[string]string{"NORA_SIDECAR_MAX_CONNECTIONS": "0"}, want: []string{"must be >= 1"}},
 		{name: "max upstream conns zero", file: "[sidecar]\nmax_upstream_conns_per_host = 0\n",
 			want: []string{"config.toml:2: sidecar.max_upstream_conns_per_host: must be >= 1 (got 0)"}},

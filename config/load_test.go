@@ -214,6 +214,7 @@ admin_token = "tok"
 		"NORA_SIDECAR_DENY_UNLISTED":               "true",
 		"NORA_SIDECAR_STALE_MAX_BYTES":             "4GiB",
 		"NORA_SIDECAR_MAX_CONNECTIONS":             "10",
+		"NORA_SIDECAR_PROCS":                       "3",
 		"NORA_SIDECAR_MAX_UPSTREAM_CONNS_PER_HOST": "32",
 	}, Flags{})
 	s := cfg.Sidecar
@@ -232,6 +233,7 @@ admin_token = "tok"
 		{"allow_hosts", s.AllowHosts, []string{"internal.example:8443", "github.com"}},
 		{"resolve", s.Resolve, map[string]string{"pypi-a.test:443": "127.0.0.1:8443"}},
 		{"max_connections", s.MaxConnections, 10},
+		{"procs (env)", s.Procs, 3},
 		{"max_upstream_conns_per_host (env)", s.MaxUpstreamConnsPerHost, 32},
 		{"admin_token", s.AdminToken, "tok"},
 	}

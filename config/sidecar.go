@@ -13,8 +13,9 @@ const (
 	kDuration           // Go duration string, > 0
 	kSize               // bytes: integer or "64MiB"
 	kBool
-	kInt  // >= 1
-	kList // TOML list of strings; env comma-separated
+	kInt   // >= 1
+	kCount // >= 0
+	kList  // TOML list of strings; env comma-separated
 )
 
 // sidecarField binds one [sidecar] key to its place in Sidecar.
@@ -45,6 +46,7 @@ func sidecarFields(s *Sidecar) []sidecarField {
 		{"log_refusals", kString, &s.LogRefusals},
 		{"admin_token", kString, &s.AdminToken},
 		{"max_connections", kInt, &s.MaxConnections},
+		{"procs", kCount, &s.Procs},
 		{"throttle_default", kDuration, &s.ThrottleDefault},
 		{"credential_headers", kList, &s.CredentialHeaders},
 		{"max_upstream_conns_per_host", kInt, &s.MaxUpstreamConnsPerHost},

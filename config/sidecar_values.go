@@ -28,8 +28,8 @@ func (r sidecarReader) fromFile(f sidecarField) {
 		} else {
 			return
 		}
-	case kInt:
-		if n, ok := r.t.integer(f.key, 1); ok {
+	case kInt, kCount:
+		if n, ok := r.t.integer(f.key, minOf(f.kind)); ok {
 			*f.ptr.(*int) = n
 		} else {
 			return
@@ -84,8 +84,8 @@ func (r sidecarReader) fromEnv(f sidecarField) {
 		} else {
 			err = fmt.Errorf("must be true, false, 1 or 0")
 		}
-	case kInt:
-		n, ok := r.e.integer(name, 1)
+	case kInt, kCount:
+		n, ok := r.e.integer(name, minOf(f.kind))
 		if !ok {
 			return // already reported
 		}
@@ -102,6 +102,14 @@ func (r sidecarReader) fromEnv(f sidecarField) {
 		return
 	}
 	r.from[f.key] = origin{source: "env", key: name, value: shown}
+}
+
+// minOf is the least value an integer field of kind k takes.
+func minOf(k fieldKind) int64 {
+	if k == kCount {
+		return 0
+	}
+	return 1
 }
 
 func setDuration(dst *time.Duration, s string) error {

@@ -197,6 +197,10 @@ type Sidecar struct {
 	AdminToken string // when set, every admin call but /metrics, /health, /ready needs Bearer auth
 
 	MaxConnections int // default 4096
+	// Procs is how many processors the Go scheduler runs on: 0 (default)
+	// sizes it to the load (package procs: one while the proxy uses well
+	// under a CPU, the runtime's default above); N fixes it at N.
+	Procs int
 	// MaxUpstreamConnsPerHost bounds the proxy's connections to one
 	// upstream host (dialing, active and idle together), so clients that
 	// start and abandon requests faster than upstreams answer cannot turn

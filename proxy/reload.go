@@ -82,6 +82,7 @@ func restartSettings() []restartSetting {
 		{"stale_max_object_bytes", func(o, n config.Sidecar) bool { return o.StaleMaxObjectBytes != n.StaleMaxObjectBytes }},
 		{"idle_timeout", func(o, n config.Sidecar) bool { return o.IdleTimeout != n.IdleTimeout }},
 		{"max_connections", func(o, n config.Sidecar) bool { return o.MaxConnections != n.MaxConnections }},
+		{"procs", func(o, n config.Sidecar) bool { return o.Procs != n.Procs }},
 		{"log_level", func(o, n config.Sidecar) bool { return o.LogLevel != n.LogLevel }},
 		{"log_format", func(o, n config.Sidecar) bool { return o.LogFormat != n.LogFormat }},
 		{"shared_state", func(o, n config.Sidecar) bool { return o.SharedState != n.SharedState }},

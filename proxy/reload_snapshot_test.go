@@ -139,6 +139,7 @@ func TestReloadReportsEachRestartSetting(t *testing.T) {
 		"stale_max_object_bytes": func(s *config.Sidecar) { s.StaleMaxObjectBytes++ },
 		"idle_timeout":           func(s *config.Sidecar) { s.IdleTimeout += time.Second },
 		"max_connections":        func(s *config.Sidecar) { s.MaxConnections++ },
+		"procs":                  func(s *config.Sidecar) { s.Procs++ },
 		"log_level":              func(s *config.Sidecar) { s.LogLevel = "debug" },
 		"log_format":             func(s *config.Sidecar) { s.LogFormat = "console" },
 		"shared_state":           func(s *config.Sidecar) { s.SharedState = "redis://127.0.0.1:1/0" },

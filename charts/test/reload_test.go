@@ -27,6 +27,7 @@ func TestConfigChangeReload(t *testing.T) {
 		{"stale object size", "sidecar.stale.maxObjectBytes=32MiB"},
 		{"idle timeout", "sidecar.idleTimeout=60s"},
 		{"connection limit", "sidecar.maxConnections=100"},
+		{"scheduler processors", "sidecar.procs=2"},
 		{"log level", "sidecar.logLevel=debug"},
 		{"log format", "sidecar.logFormat=console"},
 		{"shared state", "sidecar.sharedState.url=redis://127.0.0.1:1/0"},

@@ -202,7 +202,7 @@ checksum/config: {{ include (print .Template.BasePath "/configmap.yaml") . | sha
 {{- else -}}
 {{- $sc := .Values.sidecar -}}
 {{- $restart := dict "staleMaxBytes" $sc.stale.maxBytes "staleMaxObjectBytes" $sc.stale.maxObjectBytes
-  "idleTimeout" $sc.idleTimeout "maxConnections" $sc.maxConnections "logLevel" $sc.logLevel
+  "idleTimeout" $sc.idleTimeout "maxConnections" $sc.maxConnections "procs" $sc.procs "logLevel" $sc.logLevel
   "logFormat" $sc.logFormat "sharedState" $sc.sharedState.url
   "sharedStatePrefix" (ternary $sc.sharedState.prefix "" (ne $sc.sharedState.url "")) }}
 checksum/restart-settings: {{ toJson $restart | sha256sum }}
