@@ -76,8 +76,8 @@ func Answer(w http.ResponseWriter, req *http.Request, resp *http.Response, o Opt
 		// otherwise wait for it before finishing the answer.
 		defer func() { _ = ctl.SetReadDeadline(time.Now()) }()
 	}
-	bp := o.Bufs.get()
-	defer o.Bufs.put(bp)
+	bp := o.Bufs.forBody(resp.ContentLength)
+	defer o.Bufs.putBody(bp)
 	dw := &deadlineWriter{w: w, ctl: ctl, idle: o.Idle}
 	defer dw.clear()
 	_, readErr, writeErr := streamBody(dw, func() { _ = ctl.Flush() }, resp.Body, *bp)

@@ -123,3 +123,58 @@ func TestClientBodyStallIsTheClients(t *testing.T) {
 		t.Fatal("a stalled body held the read for 10 s (idle timeout 300 ms)")
 	}
 }
+
+// writeSizes is a ResponseWriter that keeps the size of its largest write.
+type writeSizes struct {
+	hdr     http.Header
+	largest int
+	total   int64
+}
+
+func (w *writeSizes) Header() http.Header { return w.hdr }
+func (w *writeSizes) WriteHeader(int)     {}
+func (w *writeSizes) Write(p []byte) (int, error) {
+	w.largest = max(w.largest, len(p))
+	w.total += int64(len(p))
+	return len(p), nil
+}
+
+// TestLargeBodiesStreamInLargeWrites: a body the upstream says is large is
+// copied in writes of the large buffer's size; one of unknown length, or a
+// small one, in the small size (so a thousand idle answers do not each
+// hold a quarter megabyte).
+func TestLargeBodiesStreamInLargeWrites(t *testing.T) {
+	const size = 3 << 20
+	cases := []struct {
+		name   string
+		length int64
+		want   int
+	}{
+		{"large, length known", size, largeBuffer},
+		{"length unknown", -1, smallBuffer},
+		{"just under large", largeBody - 1, smallBuffer},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			n := int64(size)
+			if c.length >= 0 {
+				n = c.length
+			}
+			w := &writeSizes{hdr: http.Header{}}
+			req := httptest.NewRequest(http.MethodGet, "http://repo.test/a.jar", nil)
+			Answer(w, req, &http.Response{StatusCode: 200, Header: http.Header{}, ContentLength: c.length,
+				Body: io.NopCloser(io.LimitReader(zeros{}, n))}, Options{Bufs: NewBuffers()})
+			if w.total != n || w.largest != c.want {
+				t.Fatalf("%d bytes in writes of at most %d; want %d in writes of %d", w.total, w.largest, n, c.want)
+			}
+		})
+	}
+}
+
+// zeros reads as endless zero bytes, filling every read.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
