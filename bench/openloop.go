@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"runtime"
 	"time"
 )
 
@@ -31,7 +32,10 @@ type olTarget struct {
 // of the process under test and of the upstream read from /proc around each
 // run. Targets: the two floors (a bare net/http server, a minimal
 // httputil forward proxy), direct to the upstream, nora-breaker plain,
-// intercepted and refusing, and the peers.
+// intercepted and refusing, the plain and refusing rows again on a
+// nora-breaker whose scheduler is fixed at every processor (procs = NumCPU,
+// Go's own default) to show what sizing it to the load saves, and the
+// peers.
 func openLoop(e *env, rep *report) error {
 	o := e.opts
 	loadStart := loadAvg()
@@ -75,6 +79,13 @@ func (e *env) openLoopTargets() (ts []olTarget, cleanup func(), err error) {
 		return nil, cleanup, err
 	}
 	stops = append(stops, func() { e.stopNora(n) })
+	// The same proxy with the scheduler fixed at every processor (the Go
+	// runtime's default), to show what procs = 0 saves.
+	fixed, err := e.startNoraWith("openloop-fixed", 0, noraExtra{sidecar: fmt.Sprintf("procs = %d\n", runtime.NumCPU())})
+	if err != nil {
+		return nil, cleanup, err
+	}
+	stops = append(stops, func() { e.stopNora(fixed) })
 	bare, bareAddr, err := e.startSelf("bare", "bare")
 	if err != nil {
 		return nil, cleanup, err
@@ -85,8 +96,10 @@ func (e *env) openLoopTargets() (ts []olTarget, cleanup func(), err error) {
 		return nil, cleanup, err
 	}
 	stops = append(stops, func() { e.stopProc(mini) })
-	if err := n.force(keyFastFail, "open"); err != nil {
-		return nil, cleanup, err
+	for _, p := range []*nora{n, fixed} {
+		if err := p.force(keyFastFail, "open"); err != nil {
+			return nil, cleanup, err
+		}
 	}
 	c := func(proxy string, roots *x509.CertPool) *http.Client {
 		return newClient(clientOpts{conns: olConns, proxy: proxy, roots: roots, timeout: 10 * time.Second})
@@ -104,6 +117,8 @@ func (e *env) openLoopTargets() (ts []olTarget, cleanup func(), err error) {
 		{olPlain, c(n.url(), nil), e.smallURL(), http.StatusOK, nb, up, "direct"},
 		{"nora-breaker intercepted", c(n.url(), e.caRoots), httpsURL, http.StatusOK, nb, up, "direct HTTPS"},
 		refusal,
+		{olFixed, c(fixed.url(), nil), e.smallURL(), http.StatusOK, fixed.proc.pid(), up, "direct"},
+		{olRefusalFixed, c(fixed.url(), nil), e.fastFailURL(), http.StatusServiceUnavailable, fixed.proc.pid(), up, olBare},
 		{olMini, c("http://"+miniAddr["listen"], nil), e.smallURL(), http.StatusOK, mini.pid(), up, "direct"},
 	}
 	for _, p := range e.peers {
@@ -117,8 +132,11 @@ const (
 	olBare    = "bare Go server"
 	olPlain   = "nora-breaker plain"
 	olRefusal = "nora-breaker refusal (503)"
-	olMini    = "minimal Go proxy"
-	olSquid   = "squid"
+	// The same two with the scheduler on every processor (procs fixed).
+	olFixed        = "nora-breaker plain, procs fixed"
+	olRefusalFixed = "nora-breaker refusal (503), procs fixed"
+	olMini         = "minimal Go proxy"
+	olSquid        = "squid"
 )
 
 // olSpec is the open-loop run of t at rate for d.

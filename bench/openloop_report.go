@@ -67,6 +67,10 @@ func olRatios() []olRatio {
 		{olPlain, "CPU per request ÷ squid's", olSquid, "≤ 0.9×", func(v float64) bool { return v <= 0.9 }},
 		{olPlain, "CPU per request ÷ minimal Go proxy's", olMini, "< 1×", func(v float64) bool { return v < 1 }},
 		{olRefusal, "CPU per request ÷ bare Go server's 200", olBare, "≤ 1.1×", func(v float64) bool { return v <= 1.1 }},
+		// What sizing the scheduler to the load buys (procs = 0, the
+		// default) against the runtime's own default: no target.
+		{olPlain, "CPU per request ÷ with every processor (procs fixed)", olFixed, "", nil},
+		{olRefusal, "CPU per request ÷ with every processor (procs fixed)", olRefusalFixed, "", nil},
 	}
 }
 
@@ -84,8 +88,11 @@ func olRows(rates []int, m *olMeasures) []row {
 				continue
 			}
 			v := num / den
-			rows = append(rows, row{section: sec, target: q.target, figure: q.figure, unit: unitRatio, value: v,
-				goal: q.goal, met: verdict(q.met(v))})
+			r := row{section: sec, target: q.target, figure: q.figure, unit: unitRatio, value: v, goal: q.goal}
+			if q.met != nil {
+				r.met = verdict(q.met(v))
+			}
+			rows = append(rows, r)
 		}
 	}
 	return rows
