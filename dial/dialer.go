@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -49,4 +50,33 @@ func (d *Dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 		},
 	}
 	return nd.DialContext(ctx, network, target)
+}
+
+// addrsOf is where DialContext would connect for host:port: the
+// [sidecar.resolve] entry, else host itself when it is an address, else
+// what the resolver answers for it. The addresses are unmapped (an IPv4
+// address written in IPv6 is the IPv4 one).
+func (d *Dialer) addrsOf(ctx context.Context, host, port string) ([]netip.AddrPort, error) {
+	if to, ok := d.resolve[hostport.Join(host, port)]; ok {
+		ap, err := netip.ParseAddrPort(to)
+		if err != nil {
+			return nil, err
+		}
+		return []netip.AddrPort{netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())}, nil
+	}
+	pn, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return nil, err
+	}
+	var ips []netip.Addr
+	if ip, err := netip.ParseAddr(host); err == nil {
+		ips = []netip.Addr{ip}
+	} else if ips, err = net.DefaultResolver.LookupNetIP(ctx, "ip", host); err != nil {
+		return nil, err
+	}
+	out := make([]netip.AddrPort, len(ips))
+	for i, ip := range ips {
+		out[i] = netip.AddrPortFrom(ip.Unmap(), uint16(pn))
+	}
+	return out, nil
 }

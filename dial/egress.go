@@ -99,7 +99,7 @@ func (e *Egress) RoundTrip(req *http.Request) (*http.Response, error) {
 		if e.t.plain.handles(req) {
 			return e.t.plain.RoundTrip(req)
 		}
-		return e.t.direct.RoundTrip(req)
+		return e.t.roundTripDirect(req)
 	}
 	way, err := e.way(p)
 	if err != nil {

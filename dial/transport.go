@@ -3,6 +3,7 @@ package dial
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -122,6 +123,10 @@ type Deps struct {
 // environment's proxy: in a pod HTTPS_PROXY points at the proxy itself.
 type Transport struct {
 	direct *http.Transport
+	// shared carries the direct https requests over HTTP/2 connections
+	// that host names of one server share (h2share.go); direct serves
+	// the hosts whose servers speak HTTP/1.1 only, and websockets.
+	shared *h2Share
 	// plain carries the direct http:// requests without a body on the
 	// caller's goroutine (h1.go); the rest go through direct.
 	plain   *h1
@@ -147,9 +152,10 @@ type parentWay struct {
 // (TLS verified against the system roots plus upstream_ca) and the dialer
 // they and every tunnel dial with.
 func NewTransport(s Settings, own *atomic.Pointer[destination.Own], deps Deps) (*Transport, error) {
-	// Sessions are resumed: a new connection to an upstream already met
-	// (another of its host names, one after an idle close) skips the full
-	// handshake.
+	// Sessions are resumed: a new connection to a host already met (one
+	// after an idle close) skips the full handshake. crypto/tls keys the
+	// cache by server name, so another host name of the same server
+	// shares that server's connection instead (h2share.go).
 	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12, ClientSessionCache: tls.NewLRUClientSessionCache(1024)}
 	if s.upstreamCA != "" {
 		pool, err := certs.Roots(s.upstreamCA)
@@ -166,6 +172,10 @@ func NewTransport(s Settings, own *atomic.Pointer[destination.Own], deps Deps) (
 	t.direct = newHTTPTransport(s, tlsConf)
 	t.direct.DialContext = d.DialContext
 	t.plain = newH1(d.DialContext, s.maxConnsPerHost)
+	t.shared = newH2Share(s, tlsConf, d)
+	// The pool's TLS dial, so a connection it dialled for a server that
+	// chose HTTP/1.1 serves here rather than being dialled twice.
+	t.direct.DialTLSContext = t.shared.dialTLS
 	warn := newWarner(deps.Logger, deps.Now)
 	for _, ps := range s.parents {
 		t.parents[ps.key] = newParentWay(s, ps, tlsConf, d, deps, warn)
@@ -237,6 +247,7 @@ func newHTTPTransport(s Settings, tlsConf *tls.Config) *http.Transport {
 // CloseIdleConnections closes the idle connections of every way out.
 func (t *Transport) CloseIdleConnections() {
 	t.direct.CloseIdleConnections()
+	t.shared.closeIdle(false)
 	t.plain.CloseIdleConnections()
 	for _, w := range t.parents {
 		w.forward.CloseIdleConnections()
@@ -249,6 +260,7 @@ func (t *Transport) CloseIdleConnections() {
 // connections, which then close.
 func (t *Transport) Retire() {
 	t.plain.retire()
+	t.shared.closeIdle(true)
 	t.CloseIdleConnections()
 }
 
@@ -262,3 +274,22 @@ func (t *Transport) RootCAs() *x509.CertPool { return t.rootCAs }
 
 // Dialer is the dialer every direct connection goes through.
 func (t *Transport) Dialer() *Dialer { return t.dialer }
+
+// roundTripDirect sends req straight to its upstream: over a shared
+// HTTP/2 connection when the pool takes it, else through net/http's
+// transport.
+func (t *Transport) roundTripDirect(req *http.Request) (*http.Response, error) {
+	var h *handOver
+	if t.shared.takes(req) {
+		resp, err := t.shared.RoundTrip(req)
+		var hc *http1Chosen
+		switch {
+		case errors.As(err, &hc):
+			h = hc.h
+			defer h.drop()
+		case !errors.Is(err, errRetired):
+			return resp, err
+		}
+	}
+	return t.direct.RoundTrip(viaHTTP1(req, h))
+}
