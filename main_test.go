@@ -208,36 +208,18 @@ func TestProcessReloadAndShutdown(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	clearNoraEnv(t)
-	bin := filepath.Join(t.TempDir(), "nora-breaker")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t)
 	// Port 0: the process takes whatever the kernel gives it and says
 	// which in the address file.
 	conf := "[circuit_breaker]\nenabled = true\nfailure_threshold = 3\n[registries]\nenable = \"maven\"\n" +
 		"[maven]\nproxies = [\"http://maven-a.test/m2\"]\n[sidecar]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\n"
-	dir := t.TempDir()
-	path := filepath.Join(dir, "config.toml")
+	path := filepath.Join(t.TempDir(), "config.toml")
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addrFile := filepath.Join(dir, "addrs.json")
-	var logs bytes.Buffer
-	cmd := exec.Command(bin, "serve", "--config", path, "--addr-file", addrFile)
-	cmd.Stderr = &logs // read only after Wait returns
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-	})
-	bound, err := listenaddr.WaitFile(addrFile, cmd.Process.Pid, 15*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st, err := os.Stat(addrFile); err != nil || st.Mode().Perm() != 0o644 {
+	srv := startServe(t, bin, path, nil)
+	cmd, bound := srv.cmd, srv.bound
+	if st, err := os.Stat(srv.addrFile); err != nil || st.Mode().Perm() != 0o644 {
 		t.Fatalf("address file: %v, mode %v; want 0644", err, st.Mode().Perm())
 	}
 	admin := bound["admin"]
@@ -283,21 +265,7 @@ func TestProcessReloadAndShutdown(t *testing.T) {
 	// A truncating writer, caught in the moment the file is empty (issue 21,
 	// point 2: the proxy ran on defaults, breakers disabled, the upstreams
 	// gone): refused and counted like an invalid file.
-	refused := func() int {
-		resp, err := http.Get("http://" + admin + "/metrics")
-		if err != nil {
-			return -1
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		var n int
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, `nora_sidecar_config_reloads_total{result="error"} `); ok {
-				n, _ = strconv.Atoi(v)
-			}
-		}
-		return n
-	}
+	refused := func() int { return max(0, metricValue(admin, `nora_sidecar_config_reloads_total{result="error"}`)) }
 	before := refused()
 	if err := os.WriteFile(path, nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -308,16 +276,83 @@ func TestProcessReloadAndShutdown(t *testing.T) {
 		t.Fatalf("after an empty file's reload the threshold is %d, want the old 7 (the upstream and breaker kept)", got)
 	}
 
-	_ = cmd.Process.Signal(syscall.SIGTERM)
+	checkServingLine(t, srv.stop(t), bound)
+}
+
+// served is a nora-breaker serve process of a test (startServe).
+type served struct {
+	cmd      *exec.Cmd
+	exited   chan error
+	logs     *bytes.Buffer // read only after the process has exited (stop)
+	addrFile string
+	bound    map[string]string // the address file: "listen", "admin"
+}
+
+// buildBinary builds nora-breaker into a temporary directory.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "nora-breaker")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startServe runs bin serve --config conf with env (nil: the test's own)
+// and waits for its address file; the process is killed at cleanup if it
+// is still running.
+func startServe(t *testing.T, bin, conf string, env []string) *served {
+	t.Helper()
+	s := &served{exited: make(chan error, 1), logs: &bytes.Buffer{}, addrFile: filepath.Join(t.TempDir(), "addrs.json")}
+	s.cmd = exec.Command(bin, "serve", "--config", conf, "--addr-file", s.addrFile)
+	s.cmd.Env = env
+	s.cmd.Stderr = s.logs
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { s.exited <- s.cmd.Wait() }()
+	t.Cleanup(func() { _ = s.cmd.Process.Kill() })
+	bound, err := listenaddr.WaitFile(s.addrFile, s.cmd.Process.Pid, 15*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.bound = bound
+	return s
+}
+
+// stop sends SIGTERM, fails t unless the process exits cleanly within 30 s,
+// and returns its log.
+func (s *served) stop(t *testing.T) string {
+	t.Helper()
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case err := <-exited:
+	case err := <-s.exited:
 		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v\n%s", err, logs.String())
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, s.logs.String())
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("no exit within 30s of SIGTERM")
 	}
-	checkServingLine(t, logs.String(), bound)
+	return s.logs.String()
+}
+
+// metricValue is the value of the /metrics line series (name and labels)
+// on the admin listener admin, or -1 when it cannot be read.
+func metricValue(admin, series string) int {
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
 }
 
 // checkServingLine: the "nora-breaker serving" log line names the same

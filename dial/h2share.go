@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -329,9 +330,13 @@ func (p *h2Share) fullLocked(key string) *h2Conn {
 // same port, not yet listed under key (ownLocked tried those) nor known
 // not to cover key's host: the candidates for sharing.
 func (p *h2Share) othersLocked(key, port string) []*h2Conn {
+	pn, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return nil
+	}
 	var out []*h2Conn
 	for _, c := range p.conns {
-		if c.key == key || c.refused[key] || c.addr.Port() != portNumber(port) || slices.Contains(c.keys, key) {
+		if c.key == key || c.refused[key] || c.addr.Port() != uint16(pn) || slices.Contains(c.keys, key) {
 			continue
 		}
 		if c.room() {
@@ -339,14 +344,6 @@ func (p *h2Share) othersLocked(key, port string) []*h2Conn {
 		}
 	}
 	return out
-}
-
-func portNumber(port string) uint16 {
-	ap, err := netip.ParseAddrPort("0.0.0.0:" + port)
-	if err != nil {
-		return 0
-	}
-	return ap.Port()
 }
 
 // share is the first of others that host may use, listed under key from
@@ -370,7 +367,7 @@ func (p *h2Share) share(ctx context.Context, host, port, key string, others []*h
 		return nil
 	}
 	for _, c := range covering {
-		if !reaches(addrs, c.addr) || p.dialer.policy.CheckDial(host, port, c.addr) != nil {
+		if !slices.Contains(addrs, c.addr) || p.dialer.policy.CheckDial(host, port, c.addr) != nil {
 			continue
 		}
 		p.mu.Lock()
@@ -384,15 +381,6 @@ func (p *h2Share) share(ctx context.Context, host, port, key string, others []*h
 		p.mu.Unlock()
 	}
 	return nil
-}
-
-func reaches(addrs []netip.AddrPort, to netip.AddrPort) bool {
-	for _, a := range addrs {
-		if a == to {
-			return true
-		}
-	}
-	return false
 }
 
 // covers reports whether the certificate c's server presented verifies

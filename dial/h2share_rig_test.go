@@ -7,50 +7,38 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
 	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nora-breaker/nora-breaker/certs"
 )
 
-// testCA signs the certificates of the sharing tests' upstreams; file is
-// its certificate as upstream_ca.
+// testCA signs the certificates of the sharing tests' upstreams: a CA
+// made as `nora-breaker ca init` makes one; file is its certificate as
+// upstream_ca.
 type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
+	ca   *tls.Certificate
 	file string
 }
 
 func newTestCA(t *testing.T) *testCA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	certPath, keyPath, err := certs.Init(t.TempDir(), time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sharing test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
-		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	ca, err := certs.Load(certPath, keyPath, time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return &testCA{cert: cert, key: key, file: file}
+	return &testCA{ca: ca, file: certPath}
 }
 
 // leaf is a server certificate for names, signed by ca.
@@ -67,7 +55,7 @@ func (ca *testCA) leaf(t *testing.T, names ...string) *tls.Certificate {
 	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.ca.Leaf, &key.PublicKey, ca.ca.PrivateKey)
 	if err != nil {
 		t.Fatal(err)
 	}
