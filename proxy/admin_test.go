@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nora-breaker/nora-breaker/cli"
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // ixTwoMaven is a config with two maven upstreams (a, then b) and an npm one.
@@ -65,10 +66,17 @@ func TestAdminMetrics(t *testing.T) {
 	ixAdmin(t, tp, "POST", "/breakers/force?key="+npm+"&state=open", "")
 	request(t, c, "POST", up.URL+"/npm/x", nil)
 	// Requests are counted when their answer is done, just after the client
-	// has it: wait for their log lines, written at the same moment.
+	// has it, and just after their log line (emit): wait for the counts
+	// themselves, not for the lines.
 	logs.waitFor(t, `"result":"forwarded"`)
 	logs.waitFor(t, `"result":"synthesized_503"`)
-	_, text := ixAdmin(t, tp, "GET", "/metrics", "")
+	// Poll, not PollUntil: the checks below name what is missing.
+	var text string
+	testkit.Poll(10*time.Second, func() bool {
+		_, text = ixAdmin(t, tp, "GET", "/metrics", "")
+		return strings.Contains(text, `nora_sidecar_requests_total{format="maven",result="forwarded"} 1`) &&
+			strings.Contains(text, `nora_sidecar_requests_total{format="npm",result="synthesized_503"} 1`)
+	})
 	for _, want := range []string{
 		`nora_circuit_breaker_state{registry="` + npm + `"} 1`,
 		`nora_circuit_breaker_rejections_total{registry="` + npm + `"} 1`,
