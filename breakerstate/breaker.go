@@ -225,8 +225,23 @@ func (b *breaker) allowLocked() (t Ticket, err error) {
 	return t, err
 }
 
+// refuses reports whether admit would refuse a request now: the same
+// rules, read without changing anything. Called with mu held.
+func (b *breaker) refuses() bool {
+	switch {
+	case b.retired || !b.enabled:
+		return false
+	case b.forced == ModeOpen:
+		return true
+	case b.forced == ModeClosed || b.state == Closed:
+		return false
+	}
+	return b.probeNotDue(b.set.now()) || b.gatedOut()
+}
+
 // admit decides one request under the lock and returns the transition it
-// caused, if any. Called with mu held, through write.
+// caused, if any. Called with mu held, through write. Its refusals are
+// exactly those of refuses.
 func (b *breaker) admit() (Ticket, pending, error) {
 	switch {
 	case b.retired:

@@ -252,6 +252,34 @@ func (s *Set) Admit(key string) (Ticket, error) {
 	return t, err
 }
 
+// Refuses reports whether Admit would refuse key now, without counting a
+// refusal or taking the probe: Refusing with the fleet's probe gate. What it
+// says holds only for the moment it was asked; a caller that acts on it
+// counts the refusal with CountRefusal. An unknown key, a disabled set, or
+// a breaker that would admit (closed, or its probe due) is not refused.
+func (s *Set) Refuses(key string) bool {
+	b := s.table.Load().byKey[key]
+	if b == nil || b.fast.Load()&(fastOff|fastAdmit) != 0 {
+		return false
+	}
+	refuses := false
+	b.look(func() { refuses = b.refuses() })
+	return refuses
+}
+
+// CountRefusal counts one request refused by key's breaker on the word of
+// Refuses, as Admit counts the requests it refuses.
+func (s *Set) CountRefusal(key string) {
+	b := s.table.Load().byKey[key]
+	if b == nil {
+		return
+	}
+	b.write(func() pending {
+		b.reject()
+		return pending{}
+	})
+}
+
 // Force sets key's manual mode (docs/behaviour.md §4): ModeOpen keeps it open until
 // released, ModeClosed keeps it closed while still counting failures, and
 // ModeAuto returns it to automatic operation, closed with a count of 0.

@@ -200,6 +200,15 @@ func (g *Group[T]) Do(c Call, fn func(context.Context) (*http.Response, T)) (Out
 	return Outcome[T]{Resp: resp, Value: v}, nil
 }
 
+// Deciding reports whether a fetch is in flight for key in scope: an
+// identical request arriving now would join it.
+func (g *Group[T]) Deciding(scope any, key string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, ok := g.flights[flightKey{scope: scope, key: key}]
+	return ok
+}
+
 // inFlight is the number of fetches in flight.
 func (g *Group[T]) inFlight() int {
 	g.mu.Lock()

@@ -190,6 +190,9 @@ func (c *Chain) Serve(r Request) Result {
 	fm := c.o.Formats.Of(r.Addressed.Format)
 	key, sk, ok := c.joinKey(r, fm)
 	if ok {
+		if res, refused := c.refuseAlone(r, fm, sk, key); refused {
+			return res
+		}
 		return c.serveJoined(r, fm, sk, key)
 	}
 	return c.decide(r, fm, sk)

@@ -57,6 +57,10 @@ type search struct {
 	// next is the index of the first upstream the loop has not
 	// considered yet when a hedge's admission went past some (0: none).
 	next int
+	// alone marks the pass of a request decided on its own because it can
+	// only be refused (refusal.go); wouldAsk, that a breaker of that pass
+	// would have let it through.
+	alone, wouldAsk bool
 }
 
 // upstream is the i-th upstream of the loop's order: the addressed
@@ -116,13 +120,20 @@ func (s *search) admit(i int, u *config.Upstream) (breakerstate.Ticket, bool) {
 		s.attempts = append(s.attempts, Attempt{Key: key, Skipped: SkipRealm, Realm: rk})
 		return breakerstate.Ticket{}, false
 	}
-	t, err := s.c.o.Breakers.Admit(key)
-	if err != nil {
-		s.skipped = append(s.skipped, key)
-		s.attempts = append(s.attempts, Attempt{Key: key, Skipped: SkipBreaker})
-		return t, false
+	if s.alone {
+		// A request decided alone (refusal.go) never takes a ticket: a
+		// breaker that would let it through ends that pass, and a refusal
+		// is counted once the whole pass has refused.
+		if !s.c.o.Breakers.Refuses(key) {
+			s.wouldAsk = true
+			return breakerstate.Ticket{}, false
+		}
+	} else if t, err := s.c.o.Breakers.Admit(key); err == nil {
+		return t, true
 	}
-	return t, true
+	s.skipped = append(s.skipped, key)
+	s.attempts = append(s.attempts, Attempt{Key: key, Skipped: SkipBreaker})
+	return breakerstate.Ticket{}, false
 }
 
 // parentKey is the breaker key of the parent proxy the i-th attempt goes
@@ -273,10 +284,16 @@ func (s *search) throttle(key string, resp *http.Response) {
 // another upstream's 404 where that is the truth, else the addressed
 // upstream's own failure, else the proxy's 503.
 func (s *search) exhausted() Result {
-	req, dialect, key := s.r.Client, s.r.Addressed.Format, s.r.HostKey
 	if res, ok := s.staleCopy(); ok {
 		return res
 	}
+	return s.terminal()
+}
+
+// terminal is the answer of a search that ends without an upstream's
+// answer or a stale copy to serve.
+func (s *search) terminal() Result {
+	req, dialect, key := s.r.Client, s.r.Addressed.Format, s.r.HostKey
 	switch {
 	case s.throttled:
 		return s.result(answer.TooManyRequests(req, dialect, key, s.c.o.Throttles.Left(key),

@@ -38,6 +38,20 @@ func (s *search) staleCopy() (Result, bool) {
 	return s.result(resp, answer.Stale, ""), true
 }
 
+// hasStaleCopy reports whether staleCopy would find a copy to serve,
+// without serving it or counting anything.
+func (s *search) hasStaleCopy() bool {
+	if s.c.o.Stale == nil {
+		return false
+	}
+	key, ok := s.staleKey()
+	if !ok {
+		return false
+	}
+	_, ok = s.findStale(key)
+	return ok
+}
+
 // findStale finds the copy for key; a HEAD that keeps its own answer takes
 // it first, else the GET's headers.
 func (s *search) findStale(key format.StaleKey) (*stale.Entry, bool) {
