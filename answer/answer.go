@@ -30,9 +30,9 @@ func Unavailable(req *http.Request, format, key, state string, wait, max time.Du
 	msg := fmt.Sprintf("upstream %s is unavailable (circuit breaker %s); it is tried again in %d s",
 		key, state, ceilSeconds(wait))
 	resp := dialect(req, format, http.StatusServiceUnavailable, "UNAVAILABLE", msg)
-	resp.Header.Set("Retry-After", strconv.Itoa(RetryAfter(wait, max)))
-	resp.Header.Set("X-Nora-Breaker-Key", key)
-	resp.Header.Set("X-Nora-Breaker-State", state)
+	resp.Header["Retry-After"] = []string{strconv.Itoa(RetryAfter(wait, max))}
+	resp.Header["X-Nora-Breaker-Key"] = []string{key}
+	resp.Header["X-Nora-Breaker-State"] = []string{state}
 	return resp
 }
 
@@ -154,18 +154,21 @@ func Text(req *http.Request, status int, body string) *http.Response {
 // withType builds a complete answer with a known length. For HEAD requests
 // the body is empty but Content-Length still describes it.
 func withType(req *http.Request, status int, contentType, body string) *http.Response {
+	// The header is written with its keys in canonical form, as Set would
+	// store them: an answer made per refused request should not pay for
+	// canonicalising constants.
 	resp := &http.Response{
-		Status:        fmt.Sprintf("%d %s", status, http.StatusText(status)),
+		Status:        strconv.Itoa(status) + " " + http.StatusText(status),
 		StatusCode:    status,
 		Proto:         "HTTP/1.1",
 		ProtoMajor:    1,
 		ProtoMinor:    1,
-		Header:        make(http.Header),
+		Header:        make(http.Header, 6),
 		Request:       req,
 		ContentLength: int64(len(body)),
 	}
-	resp.Header.Set("Content-Type", contentType)
-	resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	resp.Header["Content-Type"] = []string{contentType}
+	resp.Header["Content-Length"] = []string{strconv.Itoa(len(body))}
 	if req != nil && req.Method == http.MethodHead {
 		resp.Body = http.NoBody
 	} else {

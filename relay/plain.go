@@ -22,6 +22,7 @@ type PlainWriter struct {
 	http.ResponseWriter
 	idle     time.Duration
 	finished bool
+	scratch  http.Header // what Header hands out once the answer is written
 }
 
 // NewPlainWriter wraps w; idle is the client connections' idle timeout.
@@ -36,7 +37,10 @@ func (w *PlainWriter) Finish() { w.finished = true }
 // Header is the answer's header, or a scratch one once it is written.
 func (w *PlainWriter) Header() http.Header {
 	if w.finished {
-		return http.Header{}
+		if w.scratch == nil {
+			w.scratch = http.Header{}
+		}
+		return w.scratch
 	}
 	return w.ResponseWriter.Header()
 }
