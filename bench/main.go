@@ -168,6 +168,27 @@ func loadAvg() string {
 	return f[0]
 }
 
+// settle waits, at most max, for the 1-minute load average to drop below
+// 1, checking every few seconds, and returns it. The open loop's figures
+// are CPU per request, which the sections before it skew: their load is
+// still in the average (and in the machine's caches and frequencies) when
+// it starts. A settle that runs out says so; the run goes on.
+func settle(max time.Duration) string {
+	deadline := time.Now().Add(max)
+	for {
+		l := loadAvg()
+		v, err := strconv.ParseFloat(l, 64)
+		if err != nil || v < 1 {
+			return l
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintf(os.Stderr, "bench: load average still %s after %s: the open loop runs on a busy machine\n", l, max)
+			return l
+		}
+		time.Sleep(5 * time.Second)
+	}
+}
+
 // report collects the table's rows in order, and the sections' own
 // tables, printed after the main one.
 type report struct {

@@ -39,6 +39,9 @@ type olTarget struct {
 func openLoop(e *env, rep *report) error {
 	o := e.opts
 	loadStart := loadAvg()
+	if !o.quick {
+		loadStart = settle(3 * time.Minute)
+	}
 	ts, cleanup, err := e.openLoopTargets()
 	defer cleanup()
 	if err != nil {
