@@ -37,13 +37,7 @@ func answerAfter(d time.Duration, status int, body string) http.HandlerFunc {
 // pass, so that its next admission is the half-open probe.
 func probeDue(name string) func(*testing.T, *loopRig) {
 	return func(t *testing.T, r *loopRig) {
-		for range 3 {
-			tk, err := r.set.Admit(r.keyOf(name))
-			if err != nil {
-				t.Fatal(err)
-			}
-			tk.Done(breakerstate.Failure)
-		}
+		opened(name)(t, r)
 		time.Sleep(30 * time.Second)
 	}
 }
