@@ -4,6 +4,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -172,19 +174,38 @@ func TestRefusalJoinsAProbeInFlight(t *testing.T) {
 }
 
 // TestRefusalWithAStaleCopyIsShared: a GET whose upstreams all refuse but
-// that has a stale copy is not a refusal: every client gets the copy, and
-// each counts as a stale copy served.
+// that has a stale copy is not a refusal: every client gets the copy. The
+// look for a copy before the refusal opens no body of its own: the files
+// the process holds are as many after the clients have read their copies
+// as before (the collector is off, so no finalizer closes a file left
+// open).
 func TestRefusalWithAStaleCopyIsShared(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := refusalRig(t)
 		keptCopy("the kept copy")(t, r)
 		forceOpen("A", "B", "C")(t, r)
+		defer debug.SetGCPercent(debug.SetGCPercent(-1))
+		before := openFiles(t)
 		for i, s := range r.startAll(t, make([]http.Header, 5))() {
 			if s.res.Kind != answer.Stale || s.body != "the kept copy" {
 				t.Errorf("client %d: %s %q, want the stale copy", i, s.res.Kind, s.body)
 			}
 		}
+		synctest.Wait()
+		if after := openFiles(t); after != before {
+			t.Errorf("%d files open after serving the copies, %d before", after, before)
+		}
 	})
+}
+
+// openFiles is how many file descriptors the process holds.
+func openFiles(t *testing.T) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("cannot count open files: %v", err)
+	}
+	return len(fds)
 }
 
 // TestRefusalsAsAProbeFallsDue: many identical GETs arriving, from many

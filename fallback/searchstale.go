@@ -38,8 +38,9 @@ func (s *search) staleCopy() (Result, bool) {
 	return s.result(resp, answer.Stale, ""), true
 }
 
-// hasStaleCopy reports whether staleCopy would find a copy to serve,
-// without serving it or counting anything.
+// hasStaleCopy reports whether the stale cache holds a copy staleCopy
+// would look for, from its index alone: no body is opened, nothing is
+// counted or moved up the cache's order.
 func (s *search) hasStaleCopy() bool {
 	if s.c.o.Stale == nil {
 		return false
@@ -48,8 +49,8 @@ func (s *search) hasStaleCopy() bool {
 	if !ok {
 		return false
 	}
-	_, ok = s.findStale(key)
-	return ok
+	return (key.OwnHead && s.r.Client.Method == http.MethodHead && s.c.o.Stale.Has(key.Ref.HeadRef())) ||
+		s.c.o.Stale.Has(key.Ref)
 }
 
 // findStale finds the copy for key; a HEAD that keeps its own answer takes
