@@ -225,42 +225,42 @@ func (b *breaker) allowLocked() (t Ticket, err error) {
 	return t, err
 }
 
-// refuses reports whether admit would refuse a request now: the same
-// rules, read without changing anything. Called with mu held.
-func (b *breaker) refuses() bool {
+// refuses reports whether admit would refuse a request now, read without
+// changing anything: forced open, open with its probe not due, half-open
+// with its probe out, and with gate, a fleet probe gate that holds this
+// process out. now is the clock reading it took (zero when the state
+// needed none: no clock read while Closed). Called with mu held.
+func (b *breaker) refuses(gate bool) (refused bool, now time.Time) {
 	switch {
-	case b.retired || !b.enabled:
-		return false
+	case b.retired || !b.enabled || b.forced == ModeClosed:
+		return false, now
 	case b.forced == ModeOpen:
-		return true
-	case b.forced == ModeClosed || b.state == Closed:
-		return false
+		return true, now
+	case b.state == Closed:
+		return false, now
 	}
-	return b.probeNotDue(b.set.now()) || b.gatedOut()
+	now = b.set.now()
+	return b.probeNotDue(now) || (gate && b.gatedOut()), now
 }
 
 // admit decides one request under the lock and returns the transition it
-// caused, if any. Called with mu held, through write. Its refusals are
-// exactly those of refuses.
+// caused, if any. Called with mu held, through write. What it refuses is
+// what refuses says, the fleet's probe gate included: without the fleet's
+// lease another process probes for everyone, and this one refuses
+// (Retry-After 1s) until its outcome arrives.
 func (b *breaker) admit() (Ticket, pending, error) {
-	switch {
-	case b.retired:
+	if b.retired {
 		return Ticket{}, pending{}, ErrUnknownKey
+	}
+	refused, now := b.refuses(true)
+	switch {
 	case !b.enabled:
 		return Ticket{}, pending{}, nil
-	case b.forced == ModeOpen:
+	case refused:
 		b.reject()
 		return Ticket{}, pending{}, ErrOpen
 	case b.forced == ModeClosed || b.state == Closed:
-		// No clock read while Closed.
 		return Ticket{b: b, kind: kindAdmitted}, pending{}, nil
-	}
-	now := b.set.now()
-	// Without the fleet's lease another process probes for everyone: refuse
-	// (Retry-After 1s) until its outcome arrives.
-	if b.probeNotDue(now) || b.gatedOut() {
-		b.reject()
-		return Ticket{}, pending{}, ErrOpen
 	}
 	var p pending
 	if b.state == Open {

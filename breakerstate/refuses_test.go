@@ -11,9 +11,9 @@ import (
 // zero one when it refused) so the caller can drive the state on.
 func agrees(t *testing.T, h *harness, key, when string) (Ticket, bool) {
 	t.Helper()
-	before := rejections(t, h, key)
+	before := h.snap(t, key).Rejections
 	refuses := h.Refuses(key)
-	if got := rejections(t, h, key); got != before {
+	if got := h.snap(t, key).Rejections; got != before {
 		t.Fatalf("%s: Refuses counted %d refusals", when, got-before)
 	}
 	tk, err := h.Admit(key)
@@ -22,16 +22,6 @@ func agrees(t *testing.T, h *harness, key, when string) (Ticket, bool) {
 		t.Fatalf("%s: Refuses says %v, Admit then refused: %v (err %v)", when, refuses, refused, err)
 	}
 	return tk, refused
-}
-
-// rejections is key's refusal count (0 for an unknown key).
-func rejections(t *testing.T, h *harness, key string) uint64 {
-	for _, s := range h.Snapshot() {
-		if s.Key == key {
-			return s.Rejections
-		}
-	}
-	return 0
 }
 
 // TestRefusesAgreesWithAdmit walks one key through every state Admit tells

@@ -263,7 +263,7 @@ func (s *Set) Refuses(key string) bool {
 		return false
 	}
 	refuses := false
-	b.look(func() { refuses = b.refuses() })
+	b.look(func() { refuses, _ = b.refuses(true) })
 	return refuses
 }
 

@@ -92,17 +92,8 @@ func (s *Set) Refusing(key string) bool {
 	if b == nil {
 		return false
 	}
-	now := s.now()
 	refusing := false
-	b.look(func() {
-		switch {
-		case b.retired || !b.enabled || b.forced == ModeClosed:
-		case b.forced == ModeOpen:
-			refusing = true
-		default:
-			refusing = b.probeNotDue(now)
-		}
-	})
+	b.look(func() { refusing, _ = b.refuses(false) })
 	return refusing
 }
 

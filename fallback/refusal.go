@@ -19,6 +19,11 @@ import "github.com/nora-breaker/nora-breaker/fallback/format"
 // identical requests wait for a probe's answer: a request that takes a
 // probe made its flight before it asked the breaker, so a request that
 // found the probe out finds that flight here and joins it.
+//
+// The pass is a loop of its own rather than decide's: it runs before every
+// GET that may share a decision, healthy ones included, and a search that
+// may ask an upstream escapes to the heap, while this one stays on the
+// stack.
 func (c *Chain) refuseAlone(r Request, fm format.Format, sk knownStaleKey, key string) (Result, bool) {
 	s := &search{c: c, r: r, fm: fm, sk: sk, alone: true}
 	for i := 0; i <= len(r.Candidates); i++ {

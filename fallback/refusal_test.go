@@ -264,3 +264,25 @@ func TestRefusalsAsAProbeFallsDue(t *testing.T) {
 		}
 	})
 }
+
+// TestRefusalPassOfAHealthyGetAllocatesNothing: the pass runs before every
+// GET that may share a decision, so for one whose addressed upstream's
+// breaker admits it, it ends at once and allocates nothing (its search
+// stays on the stack, refusal.go).
+func TestRefusalPassOfAHealthyGetAllocatesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := refusalRig(t)
+		req := r.refusalRequest()
+		fm := r.chain.o.Formats.Of("maven")
+		key, sk, ok := r.chain.joinKey(req, fm)
+		if !ok {
+			t.Fatal("the request may not share a decision")
+		}
+		if _, refused := r.chain.refuseAlone(req, fm, sk, key); refused {
+			t.Fatal("a GET to a closed breaker was refused")
+		}
+		if n := testing.AllocsPerRun(100, func() { r.chain.refuseAlone(req, fm, sk, key) }); n != 0 {
+			t.Errorf("the pass allocated %v times per healthy GET, want 0", n)
+		}
+	})
+}
