@@ -1,8 +1,11 @@
 package main
 
 import (
+	"crypto/tls"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"time"
 )
 
@@ -11,6 +14,9 @@ import (
 // names (a leaf is generated for each) and for a host already seen (leaf
 // cached), against a first TLS connection straight to the upstream. One
 // request at a time; a fresh nora-breaker per round so every name is new.
+// Then the same repeat host and direct connections from a client that keeps
+// its TLS sessions, as curl does, each connection after the first resuming
+// the last one's session.
 func interception(e *env, rep *report) error {
 	hosts := e.opts.hosts
 	p50 := series{}
@@ -32,16 +38,34 @@ func interception(e *env, rep *report) error {
 			}
 		}
 		u := e.tlsURL(aliasHost(0), "/crates/a/1.0.0/download")
-		for range hosts {
+		var directResumed, repeatResumed histogram
+		directSessions, proxySessions := tls.NewLRUClientSessionCache(4), tls.NewLRUClientSessionCache(4)
+		for i := range hosts {
 			if err := firstConn(&repeat, clientOpts{conns: 1, roots: e.caRoots, proxy: n.url()}, u); err != nil {
 				e.stopNora(n)
 				return fmt.Errorf("intercepted repeat %s: %w", u, err)
+			}
+			// The first connection of each resuming client only gets
+			// the session the others resume.
+			d, r := &directResumed, &repeatResumed
+			if i == 0 {
+				d, r = &histogram{}, &histogram{}
+			}
+			if err := firstConn(d, clientOpts{conns: 1, roots: e.upRoots, sessions: directSessions}, u); err != nil {
+				e.stopNora(n)
+				return fmt.Errorf("direct, resumed %s: %w", u, err)
+			}
+			if err := firstConn(r, clientOpts{conns: 1, roots: e.caRoots, proxy: n.url(), sessions: proxySessions}, u); err != nil {
+				e.stopNora(n)
+				return fmt.Errorf("intercepted repeat, resumed %s: %w", u, err)
 			}
 		}
 		e.stopNora(n)
 		p50.add("direct", direct.quantile(0.5).Seconds())
 		p50.add("new", fresh.quantile(0.5).Seconds())
 		p50.add("repeat", repeat.quantile(0.5).Seconds())
+		p50.add("direct resumed", directResumed.quantile(0.5).Seconds())
+		p50.add("repeat resumed", repeatResumed.quantile(0.5).Seconds())
 	}
 	leaf, err := leafSigning(e, hosts)
 	if err != nil {
@@ -75,6 +99,17 @@ func interceptionRows(sec string, p50 series, leaf float64) []row {
 		rq.met = verdict(rq.value <= 1.3)
 		rows = append(rows, nq, rq)
 	}
+	if dr := p50.med("direct resumed"); dr > 0 {
+		// No target: the are for clients that keep no sessions.
+		rows = append(rows,
+			row{section: sec, target: "direct HTTPS, session resumed", figure: "p50", unit: unitDur, value: dr},
+			row{section: sec, target: "nora-breaker repeat host, session resumed", figure: "p50", unit: unitDur,
+				value: p50.med("repeat resumed")},
+			row{section: sec, target: "nora-breaker repeat host, session resumed", figure: "p50 ÷ direct, session resumed",
+				unit: unitRatio, value: p50.med("repeat resumed") / dr},
+			row{section: sec, target: "nora-breaker repeat host, session resumed", figure: "p50 ÷ direct new TLS connection",
+				unit: unitRatio, value: p50.med("repeat resumed") / direct})
+	}
 	return append(rows,
 		row{section: sec, target: "nora-breaker", figure: "new − repeat host (upstream TLS + HTTP/2 connection, leaf)",
 			unit: unitDur, value: nr.value - rr.value},
@@ -83,16 +118,36 @@ func interceptionRows(sec string, p50 series, leaf float64) []row {
 }
 
 // firstConn times one GET on a brand-new client (so a new connection and a
-// full TLS handshake) and records it.
+// TLS handshake) and records it. A client given a session cache that holds
+// a session must have resumed it: a row of resumed connections that were
+// full handshakes would be a false figure.
 func firstConn(h *histogram, o clientOpts, u string) error {
 	o.timeout = 30 * time.Second
 	c := newClient(o)
 	defer c.CloseIdleConnections()
-	t0 := time.Now()
-	status, err := fetch(c, u)
-	h.record(time.Since(t0))
-	if err == nil && status != http.StatusOK {
-		err = fmt.Errorf("status %d", status)
+	host := ""
+	if pu, err := url.Parse(u); err == nil {
+		host = pu.Hostname()
 	}
-	return err
+	held := false
+	if o.sessions != nil {
+		_, held = o.sessions.Get(host)
+	}
+	t0 := time.Now()
+	resp, err := c.Get(u)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	h.record(time.Since(t0))
+	switch {
+	case err != nil:
+		return err
+	case resp.StatusCode != http.StatusOK:
+		return fmt.Errorf("status %d", resp.StatusCode)
+	case held && (resp.TLS == nil || !resp.TLS.DidResume):
+		return fmt.Errorf("the connection did not resume the session its client held")
+	}
+	return nil
 }

@@ -23,6 +23,10 @@ type clientOpts struct {
 	proxy   string // "" = direct
 	roots   *x509.CertPool
 	timeout time.Duration // per request; 0 = none
+	// sessions, when set, is the TLS session cache, shared by the clients
+	// given the same one (as one curl process keeps its sessions);
+	// nil = every connection a full handshake.
+	sessions tls.ClientSessionCache
 }
 
 // newClient is the one client every target is driven with: HTTP/1.1,
@@ -35,7 +39,7 @@ func newClient(o clientOpts) *http.Client {
 		MaxConnsPerHost:     o.conns,
 		IdleConnTimeout:     5 * time.Minute,
 		DisableCompression:  true,
-		TLSClientConfig:     &tls.Config{RootCAs: o.roots, ClientSessionCache: nil},
+		TLSClientConfig:     &tls.Config{RootCAs: o.roots, ClientSessionCache: o.sessions},
 		// HTTP/1.1 on purpose: every peer proxy speaks it, and N connections
 		// should mean N connections.
 		ForceAttemptHTTP2: false,

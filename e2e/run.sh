@@ -33,6 +33,10 @@ install_apt() {
   command -v dpkg-scanpackages >/dev/null || missing+=(dpkg-dev)
   # squid, the corporate parent proxy of the parent scenario.
   command -v squid >/dev/null || [ -x /usr/sbin/squid ] || missing+=(squid)
+  # curl and OpenSSL's s_client, clients that keep their TLS sessions (the
+  # session resumption scenario).
+  command -v curl >/dev/null || missing+=(curl)
+  command -v openssl >/dev/null || missing+=(openssl)
   [ ${#missing[@]} -eq 0 ] && return 0
   # The packaged servers (docker-registry, containerd) must not start as services: the
   # tests start their own instances on loopback.

@@ -224,9 +224,18 @@ func (p *Proxy) buildCA(cfg *config.Config) error {
 	p.interceptor = &tunnel.Interceptor{CA: ca,
 		Leaves: certs.NewStore(certs.StoreOptions{Now: p.now, OnGenerate: p.metrics.leaves.Inc}),
 		Idle:   p.fixed.idleTimeout, Handle: p.handleInner, Bufs: p.bufs, Logger: p.log, ErrorLog: p.errorLog(),
-		Drainers: &p.drainers}
+		Drainers: &p.drainers, OnHandshake: p.countHandshake}
 	p.warmLeaves(cfg)
 	return nil
+}
+
+// countHandshake counts one intercepted TLS handshake.
+func (p *Proxy) countHandshake(resumed bool) {
+	label := "false"
+	if resumed {
+		label = "true"
+	}
+	p.metrics.handshakes.WithLabelValues(label).Inc()
 }
 
 // warmLeaves has the interception CA sign, in the background, the leaves of

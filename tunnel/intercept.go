@@ -61,6 +61,19 @@ type Interceptor struct {
 	// shutdown drains it: the request in flight finishes (HTTP/2: GOAWAY,
 	// the open streams finish), then the connection closes.
 	Drainers *clientconn.Drainers
+	// OnHandshake, when set, is told of every completed TLS handshake with
+	// a client, and whether it resumed a session (resume.go).
+	OnHandshake func(resumed bool)
+
+	ticketsOnce sync.Once
+	tickets     *sessionTickets
+}
+
+// sessionTickets is the one set of ticket keys of every connection the
+// interceptor serves.
+func (ic *Interceptor) sessionTickets() *sessionTickets {
+	ic.ticketsOnce.Do(func() { ic.tickets = newSessionTickets() })
+	return ic.tickets
 }
 
 // serverDrainer drains an intercepted connection through its own server.
@@ -96,7 +109,7 @@ func (ic *Interceptor) Serve(c Conn) {
 		_ = client.Close()
 		return
 	}
-	inner, scheme, err := ic.acceptInner(client, c.Target.Addr(), c.HandshakeTimeout)
+	inner, scheme, err := ic.acceptInner(client, c.Target, c.HandshakeTimeout)
 	if err != nil {
 		ic.Logger.Debug().Err(err).Str("host", c.Target.Addr()).Msg("intercepted connection not established")
 		_ = client.Close()
@@ -132,7 +145,7 @@ func (ic *Interceptor) Serve(c Conn) {
 // handshake (or, rarely, plain HTTP inside the tunnel). The result is the
 // connection the inner server reads: a *tls.Conn when ALPN chose h2, so
 // net/http switches to HTTP/2; otherwise wrapped in the framing check.
-func (ic *Interceptor) acceptInner(client net.Conn, hostport string, limit time.Duration) (net.Conn, string, error) {
+func (ic *Interceptor) acceptInner(client net.Conn, target Target, limit time.Duration) (net.Conn, string, error) {
 	if limit <= 0 {
 		limit = clientconn.ReadHeaderTimeout
 	}
@@ -146,16 +159,21 @@ func (ic *Interceptor) acceptInner(client net.Conn, hostport string, limit time.
 		_ = client.SetDeadline(time.Time{})
 		return clientconn.Framed(conn), "http", nil
 	}
-	conf, err := certs.ServerConfig(ic.CA, ic.Leaves, hostport, true)
+	conf, err := certs.ServerConfig(ic.CA, ic.Leaves, target.Addr(), true)
 	if err != nil {
-		return nil, "", fmt.Errorf("leaf for %s: %w", hostport, err)
+		return nil, "", fmt.Errorf("leaf for %s: %w", target.Addr(), err)
 	}
+	ic.sessionTickets().bind(conf, target.Addr())
 	tc := tls.Server(conn, conf)
 	if err := tc.Handshake(); err != nil {
 		return nil, "", fmt.Errorf("TLS handshake: %w", err)
 	}
 	_ = client.SetDeadline(time.Time{})
-	if tc.ConnectionState().NegotiatedProtocol == "h2" {
+	state := tc.ConnectionState()
+	if ic.OnHandshake != nil {
+		ic.OnHandshake(state.DidResume)
+	}
+	if state.NegotiatedProtocol == "h2" {
 		return tc, "https", nil
 	}
 	return clientconn.Framed(tc), "https", nil
