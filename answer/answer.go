@@ -27,8 +27,9 @@ import (
 // the addressed upstream, and a body in format's dialect that gives the
 // true wait.
 func Unavailable(req *http.Request, format, key, state string, wait, max time.Duration) *http.Response {
-	msg := fmt.Sprintf("upstream %s is unavailable (circuit breaker %s); it is tried again in %d s",
-		key, state, ceilSeconds(wait))
+	// Concatenated rather than formatted: this is every refusal's message.
+	msg := "upstream " + key + " is unavailable (circuit breaker " + state + "); it is tried again in " +
+		strconv.Itoa(ceilSeconds(wait)) + " s"
 	resp := dialect(req, format, http.StatusServiceUnavailable, "UNAVAILABLE", msg)
 	resp.Header["Retry-After"] = []string{strconv.Itoa(RetryAfter(wait, max))}
 	resp.Header["X-Nora-Breaker-Key"] = []string{key}
@@ -131,16 +132,30 @@ func ceilSeconds(d time.Duration) int {
 	return s
 }
 
+// dockerErrors is the Docker registry API's error body, npmError npm's.
+type (
+	dockerErrors struct {
+		Errors []dockerError `json:"errors"`
+	}
+	dockerError struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+	npmError struct {
+		Error string `json:"error"`
+	}
+)
+
 // dialect builds a complete answer whose body the client's tooling can show:
 // docker clients parse OCI error JSON, npm prints the "error" field, and
 // everyone else gets one line of text.
 func dialect(req *http.Request, format string, status int, code, msg string) *http.Response {
 	switch format {
 	case "docker":
-		b, _ := json.Marshal(map[string]any{"errors": []map[string]string{{"code": code, "message": msg}}})
+		b, _ := json.Marshal(dockerErrors{Errors: []dockerError{{Code: code, Message: msg}}})
 		return withType(req, status, "application/json", string(b)+"\n")
 	case "npm":
-		b, _ := json.Marshal(map[string]string{"error": msg})
+		b, _ := json.Marshal(npmError{Error: msg})
 		return withType(req, status, "application/json", string(b)+"\n")
 	}
 	return Text(req, status, msg+"\n")

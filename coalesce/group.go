@@ -209,6 +209,14 @@ func (g *Group[T]) Deciding(scope any, key string) bool {
 	return ok
 }
 
+// Busy reports whether any fetch is in flight: while none is, no request
+// has a decision to join, whatever its key.
+func (g *Group[T]) Busy() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.flights) > 0
+}
+
 // inFlight is the number of fetches in flight.
 func (g *Group[T]) inFlight() int {
 	g.mu.Lock()

@@ -84,6 +84,29 @@ func TestOneFetchForIdenticalRequests(t *testing.T) {
 	}
 }
 
+// TestBusyAndDeciding: a group is busy exactly while some fetch is in
+// flight, and Deciding names that fetch's key alone.
+func TestBusyAndDeciding(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, _ := newGroup(t, 64<<20)
+		if g.Busy() || g.Deciding(nil, "k") {
+			t.Fatal("a new group is busy")
+		}
+		f := newFetch(10)
+		wait := clients(g, f, "k", 1, nil)
+		synctest.Wait()
+		if !g.Busy() || !g.Deciding(nil, "k") || g.Deciding(nil, "other") || g.Deciding("another scope", "k") {
+			t.Fatalf("with k's fetch in flight: busy %v, deciding k %v, other %v, k in another scope %v",
+				g.Busy(), g.Deciding(nil, "k"), g.Deciding(nil, "other"), g.Deciding("another scope", "k"))
+		}
+		close(f.gate)
+		wait()
+		if g.Busy() || g.Deciding(nil, "k") {
+			t.Fatal("busy after the fetch ended")
+		}
+	})
+}
+
 // TestJoinWindow: a client that arrives while the body streams joins the
 // fetch and gets it from its first byte as long as the one client reading
 // it has not asked for more than the join window (the first headBytes, kept

@@ -32,7 +32,7 @@ var keyedHeaders = [...]string{"Accept-Encoding", "If-None-Match", "If-Modified-
 // is keyed like any other, but may only join a fetch whose answer has not
 // come yet (Fresh).
 func Key(base string, req *http.Request, cred string) (key string, ok bool) {
-	if !eligible(req) {
+	if !Eligible(req) {
 		return "", false
 	}
 	var b strings.Builder
@@ -44,7 +44,7 @@ func Key(base string, req *http.Request, cred string) (key string, ok bool) {
 	field(&b, req.Host)
 	field(&b, cred)
 	for _, h := range keyedHeaders {
-		vv := req.Header.Values(h)
+		vv := req.Header[h] // canonical already: no Values, which would canonicalise it again
 		field(&b, strconv.Itoa(len(vv)))
 		for _, v := range vv {
 			field(&b, v)
@@ -60,16 +60,17 @@ func field(b *strings.Builder, s string) {
 	b.WriteString(s)
 }
 
-// eligible reports whether req may share a fetch at all (Key's refusals).
-func eligible(req *http.Request) bool {
+// Eligible reports whether req may share a fetch at all: false for every
+// request Key refuses whatever its base.
+func Eligible(req *http.Request) bool {
 	if req == nil || req.URL == nil || req.Method != http.MethodGet {
 		return false
 	}
 	if req.ContentLength != 0 || (req.Body != nil && req.Body != http.NoBody) || len(req.TransferEncoding) > 0 {
 		return false
 	}
-	h := req.Header
-	if len(h.Values("Range")) > 0 || len(h.Values("If-Range")) > 0 || len(h.Values("Upgrade")) > 0 {
+	h := req.Header // indexed by canonical names, as Values would after canonicalising them
+	if len(h["Range"]) > 0 || len(h["If-Range"]) > 0 || len(h["Upgrade"]) > 0 {
 		return false
 	}
 	return true
@@ -82,6 +83,6 @@ func eligible(req *http.Request) bool {
 // every request, so without this no Maven pull would ever be shared.
 func Fresh(req *http.Request) bool {
 	h := req.Header
-	return httpguts.HeaderValuesContainsToken(h.Values("Cache-Control"), "no-cache") ||
-		httpguts.HeaderValuesContainsToken(h.Values("Pragma"), "no-cache")
+	return httpguts.HeaderValuesContainsToken(h["Cache-Control"], "no-cache") ||
+		httpguts.HeaderValuesContainsToken(h["Pragma"], "no-cache")
 }

@@ -188,11 +188,14 @@ func (c *Chain) Serve(r Request) Result {
 		r.HostKey = r.Addressed.Key
 	}
 	fm := c.o.Formats.Of(r.Addressed.Format)
-	key, sk, ok := c.joinKey(r, fm)
-	if ok {
-		if res, refused := c.refuseAlone(r, fm, sk, key); refused {
+	var sk knownStaleKey
+	if c.joins != nil && coalesce.Eligible(r.Client) {
+		if res, refused := c.refuseAlone(r, fm, &sk); refused {
 			return res
 		}
+	}
+	key, sk, ok := c.joinKey(r, fm, sk)
+	if ok {
 		return c.serveJoined(r, fm, sk, key)
 	}
 	return c.decide(r, fm, sk)

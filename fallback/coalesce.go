@@ -23,16 +23,25 @@ import (
 // tokens stand for who obtained them), refined by coalesce.Key. ok is
 // false for a request decided alone (coalescing off, a request the stale
 // cache must not key, or one coalesce.Key refuses); sk is its stale key
-// whenever it was worked out.
-func (c *Chain) joinKey(r Request, fm format.Format) (key string, sk knownStaleKey, ok bool) {
+// whenever it was worked out, and known is its stale key if already so.
+func (c *Chain) joinKey(r Request, fm format.Format, known knownStaleKey) (key string, sk knownStaleKey, ok bool) {
 	if c.joins == nil {
-		return "", sk, false
+		return "", known, false
 	}
-	if sk = staleKeyOf(r, fm); !sk.ok {
-		return "", sk, false
+	sk = known
+	if !sk.known {
+		sk = staleKeyOf(r, fm)
 	}
-	key, ok = coalesce.Key(sk.key.Ref.Key, r.Client, sk.key.Ref.Cred)
+	key, ok = c.sharedKey(r, sk)
 	return key, sk, ok
+}
+
+// sharedKey is joinKey's key from r's stale key sk.
+func (c *Chain) sharedKey(r Request, sk knownStaleKey) (string, bool) {
+	if !sk.ok {
+		return "", false
+	}
+	return coalesce.Key(sk.key.Ref.Key, r.Client, sk.key.Ref.Cred)
 }
 
 // serveJoined decides r together with the identical requests in flight.

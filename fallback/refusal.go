@@ -24,8 +24,17 @@ import "github.com/nora-breaker/nora-breaker/fallback/format"
 // GET that may share a decision, healthy ones included, and a search that
 // may ask an upstream escapes to the heap, while this one stays on the
 // stack.
-func (c *Chain) refuseAlone(r Request, fm format.Format, sk knownStaleKey, key string) (Result, bool) {
-	s := &search{c: c, r: r, fm: fm, sk: sk, alone: true}
+//
+// The pass comes before r's keys are worked out (its stale key, the key
+// identical requests share): a refusal needs the stale key only when there
+// is a stale cache to look in, and the shared key only while some decision
+// is in flight to join; during an outage with neither, a refused request
+// spends nothing on either. *sk is r's stale key if the pass worked it out.
+// A GET that can never share a decision (the stale cache must not key it)
+// is refused here too: decided alone, it would get the same answer, with
+// the same counts.
+func (c *Chain) refuseAlone(r Request, fm format.Format, sk *knownStaleKey) (Result, bool) {
+	s := &search{c: c, r: r, fm: fm, alone: true}
 	for i := 0; i <= len(r.Candidates); i++ {
 		if i > 0 && !s.mayGoOn() {
 			break
@@ -37,7 +46,8 @@ func (c *Chain) refuseAlone(r Request, fm format.Format, sk knownStaleKey, key s
 			break
 		}
 	}
-	if s.hasStaleCopy() || c.joins.Deciding(r.Addressed, key) {
+	if s.hasStaleCopy() || (c.joins.Busy() && c.joinable(r, s.staleKeyKnown())) {
+		*sk = s.sk
 		return Result{}, false
 	}
 	for _, a := range s.attempts {
@@ -46,4 +56,11 @@ func (c *Chain) refuseAlone(r Request, fm format.Format, sk knownStaleKey, key s
 		}
 	}
 	return s.terminal(), true
+}
+
+// joinable reports whether a decision is in flight that r, whose stale key
+// is sk, would join.
+func (c *Chain) joinable(r Request, sk knownStaleKey) bool {
+	key, ok := c.sharedKey(r, sk)
+	return ok && c.joins.Deciding(r.Addressed, key)
 }

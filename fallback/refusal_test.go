@@ -96,7 +96,7 @@ func TestRefusalAloneAnswersAsTheSharedDecision(t *testing.T) {
 				c.setup(t, shared)
 				req := shared.refusalRequest()
 				fm := shared.chain.o.Formats.Of("maven")
-				key, sk, ok := shared.chain.joinKey(req, fm)
+				key, sk, ok := shared.chain.joinKey(req, fm, knownStaleKey{})
 				if !ok {
 					t.Fatal("the request may not share a decision")
 				}
@@ -120,12 +120,62 @@ func TestRefusalAloneAnswersAsTheSharedDecision(t *testing.T) {
 						t.Errorf("rejections at %s: alone %d, shared %d", k, got.rejections[k], v)
 					}
 				}
-				if k, _, _ := alone.chain.joinKey(alone.refusalRequest(), fm); alone.chain.joins.Deciding(alone.a, k) {
+				if k, _, _ := alone.chain.joinKey(alone.refusalRequest(), fm, knownStaleKey{}); alone.chain.joins.Deciding(alone.a, k) {
 					t.Error("a refusal decided alone left a fetch in flight")
 				}
 			})
 		})
 	}
+}
+
+// TestRefusalOfAGetThatCannotShareAnswersAsDecidedAlone: a GET the stale
+// cache must not key (credentials under stale_authenticated = off) never
+// shares a decision; the refusal pass refuses it with exactly what the
+// loop deciding it alone gives: status, headers, body, attempts and one
+// rejection at each breaker that refused.
+func TestRefusalOfAGetThatCannotShareAnswersAsDecidedAlone(t *testing.T) {
+	request := func(r *loopRig) Request {
+		req := r.refusalRequest()
+		req.Client.Header.Set("Authorization", "Bearer secret")
+		req.Settings.StaleMode = "off"
+		return req
+	}
+	synctest.Test(t, func(t *testing.T) {
+		pass, loop := refusalRig(t), refusalRig(t)
+		for _, r := range []*loopRig{pass, loop} {
+			forceOpen("A", "B", "C")(t, r)
+		}
+		fm := loop.chain.o.Formats.Of("maven")
+		if _, _, ok := loop.chain.joinKey(request(loop), fm, knownStaleKey{}); ok {
+			t.Fatal("the request may share a decision")
+		}
+		var sk knownStaleKey
+		res, refused := pass.chain.refuseAlone(request(pass), fm, &sk)
+		if !refused {
+			t.Fatal("the refusal pass did not refuse it")
+		}
+		got, want := pass.seen(t, res), loop.seen(t, loop.chain.decide(request(loop), fm, knownStaleKey{}))
+		if got.status != want.status || got.kind != want.kind || got.body != want.body ||
+			!slices.Equal(got.steps, want.steps) || got.kind != answer.Synthesized503 {
+			t.Errorf("pass: %d %s %q %v\nloop: %d %s %q %v", got.status, got.kind, got.body, got.steps,
+				want.status, want.kind, want.body, want.steps)
+		}
+		for k, v := range want.header {
+			if !slices.Equal(got.header[k], v) {
+				t.Errorf("%s: pass %q, loop %q", k, got.header[k], v)
+			}
+		}
+		for k, v := range want.rejections {
+			if got.rejections[k] != v {
+				t.Errorf("rejections at %s: pass %d, loop %d", k, got.rejections[k], v)
+			}
+		}
+		for _, k := range []string{"A", "B", "C"} {
+			if got.rejections[k] != 1 {
+				t.Errorf("rejections at %s: %d, want 1", k, got.rejections[k])
+			}
+		}
+	})
 }
 
 // opened opens the named upstream's breaker by failures, so its probe
@@ -274,14 +324,11 @@ func TestRefusalPassOfAHealthyGetAllocatesNothing(t *testing.T) {
 		r := refusalRig(t)
 		req := r.refusalRequest()
 		fm := r.chain.o.Formats.Of("maven")
-		key, sk, ok := r.chain.joinKey(req, fm)
-		if !ok {
-			t.Fatal("the request may not share a decision")
-		}
-		if _, refused := r.chain.refuseAlone(req, fm, sk, key); refused {
+		var sk knownStaleKey
+		if _, refused := r.chain.refuseAlone(req, fm, &sk); refused {
 			t.Fatal("a GET to a closed breaker was refused")
 		}
-		if n := testing.AllocsPerRun(100, func() { r.chain.refuseAlone(req, fm, sk, key) }); n != 0 {
+		if n := testing.AllocsPerRun(100, func() { r.chain.refuseAlone(req, fm, &sk) }); n != 0 {
 			t.Errorf("the pass allocated %v times per healthy GET, want 0", n)
 		}
 	})

@@ -24,7 +24,7 @@ var hopHeaders = [...]string{
 
 // looped reports whether the request already passed through this proxy.
 func looped(h http.Header) bool {
-	for _, v := range h.Values("Via") {
+	for _, v := range h["Via"] {
 		for _, part := range strings.Split(v, ",") {
 			fields := strings.Fields(part)
 			if len(fields) >= 2 && strings.EqualFold(fields[1], viaToken) {
@@ -47,7 +47,7 @@ func isWebSocketHandshake(h http.Header) bool {
 // upstream needs to switch protocols.
 func stripHopByHop(h http.Header) {
 	ws := isWebSocketHandshake(h)
-	for _, v := range h.Values("Connection") {
+	for _, v := range h["Connection"] {
 		for _, name := range strings.Split(v, ",") {
 			name = textproto.TrimString(name)
 			if name == "" || (ws && strings.EqualFold(name, "upgrade")) {
@@ -60,7 +60,7 @@ func stripHopByHop(h http.Header) {
 		if ws && (name == "Connection" || name == "Upgrade") {
 			continue
 		}
-		h.Del(name)
+		delete(h, name) // hopHeaders are canonical: Del would canonicalise each again
 	}
 	for name := range h {
 		if isProxyHeader(name) {

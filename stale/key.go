@@ -277,11 +277,13 @@ func normalHost(scheme, host string) string {
 // first, in the layout keys have always had; other credential headers follow
 // by name.
 func credentialDigest(h http.Header, names []string) string {
-	authz, cookie := h.Values("Authorization"), h.Values("Cookie")
+	// Indexed by canonical names, as Values would after canonicalising
+	// them: this runs for every request.
+	authz, cookie := h["Authorization"], h["Cookie"]
 	var others []string
 	for _, n := range names {
 		n = http.CanonicalHeaderKey(n)
-		if n != "Authorization" && n != "Cookie" && len(h.Values(n)) > 0 {
+		if n != "Authorization" && n != "Cookie" && len(h[n]) > 0 {
 			others = append(others, n)
 		}
 	}
@@ -303,7 +305,7 @@ func credentialDigest(h http.Header, names []string) string {
 		sum.Write([]byte{2})
 		sum.Write([]byte(n))
 		sum.Write([]byte{0})
-		for _, v := range h.Values(n) {
+		for _, v := range h[n] {
 			sum.Write([]byte(v))
 			sum.Write([]byte{0})
 		}
