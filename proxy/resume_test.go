@@ -23,23 +23,28 @@ func resumingClient(t *testing.T, ix *ixIntercept, h2 bool) *http.Client {
 
 // TestInterceptedClientsResumeTheirSessions: a client that keeps its TLS
 // sessions resumes on its next connection through the proxy instead of
-// paying a full handshake, on HTTP/1.1 and HTTP/2, and the handshakes are
+// paying a full handshake, on HTTP/1.1 and HTTP/2, TLS 1.3 and 1.2, and the handshakes are
 // counted by whether they resumed (docs/behaviour.md §5.2).
 func TestInterceptedClientsResumeTheirSessions(t *testing.T) {
 	ix := newIxIntercept(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "jar") })
 	resumed := ix.tp.metrics.handshakes.WithLabelValues("true")
 	full := ix.tp.metrics.handshakes.WithLabelValues("false")
-	for _, h2 := range []bool{false, true} {
-		t.Run(fmt.Sprintf("h2=%v", h2), func(t *testing.T) {
-			c := resumingClient(t, ix, h2)
+	for _, tc := range []struct {
+		h2      bool
+		version uint16
+	}{{false, tls.VersionTLS13}, {true, tls.VersionTLS13}, {false, tls.VersionTLS12}, {true, tls.VersionTLS12}} {
+		t.Run(fmt.Sprintf("h2=%v/%s", tc.h2, tls.VersionName(tc.version)), func(t *testing.T) {
+			c := resumingClient(t, ix, tc.h2)
+			c.Transport.(*http.Transport).TLSClientConfig.MaxVersion = tc.version
 			r0, f0 := testutil.ToFloat64(resumed), testutil.ToFloat64(full)
 			for i, want := range []bool{false, true, true} {
 				resp, body := request(t, c, "GET", ix.up.URL+"/maven2/g/a.jar", nil)
 				if resp.StatusCode != http.StatusOK || body != "jar" {
 					t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
 				}
-				if resp.TLS.DidResume != want {
-					t.Fatalf("connection %d resumed %v, want %v", i, resp.TLS.DidResume, want)
+				if resp.TLS.DidResume != want || resp.TLS.Version != tc.version {
+					t.Fatalf("connection %d: %s, resumed %v; want %s, resumed %v", i,
+						tls.VersionName(resp.TLS.Version), resp.TLS.DidResume, tls.VersionName(tc.version), want)
 				}
 			}
 			if r, f := testutil.ToFloat64(resumed)-r0, testutil.ToFloat64(full)-f0; r != 2 || f != 1 {
