@@ -23,8 +23,9 @@ func resumingClient(t *testing.T, ix *ixIntercept, h2 bool) *http.Client {
 
 // TestInterceptedClientsResumeTheirSessions: a client that keeps its TLS
 // sessions resumes on its next connection through the proxy instead of
-// paying a full handshake, on HTTP/1.1 and HTTP/2, TLS 1.3 and 1.2, and the handshakes are
-// counted by whether they resumed (docs/behaviour.md §5.2).
+// paying a full handshake, on HTTP/1.1 and HTTP/2, TLS 1.3 and 1.2, and
+// the handshakes are counted by whether they resumed (docs/behaviour.md
+// §5.2).
 func TestInterceptedClientsResumeTheirSessions(t *testing.T) {
 	ix := newIxIntercept(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "jar") })
 	resumed := ix.tp.metrics.handshakes.WithLabelValues("true")
