@@ -2,10 +2,10 @@ package main
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"time"
 )
 
@@ -28,34 +28,35 @@ func interception(e *env, rep *report) error {
 		var direct, fresh, repeat histogram
 		for i := range hosts {
 			u := e.tlsURL(aliasHost(i), "/crates/a/1.0.0/download")
-			if err := firstConn(&direct, clientOpts{conns: 1, roots: e.upRoots}, u); err != nil {
+			if err := firstConn(&direct, clientOpts{conns: 1, roots: e.upRoots}, u, false); err != nil {
 				e.stopNora(n)
 				return fmt.Errorf("direct %s: %w", u, err)
 			}
-			if err := firstConn(&fresh, clientOpts{conns: 1, roots: e.caRoots, proxy: n.url()}, u); err != nil {
+			if err := firstConn(&fresh, clientOpts{conns: 1, roots: e.caRoots, proxy: n.url()}, u, false); err != nil {
 				e.stopNora(n)
 				return fmt.Errorf("intercepted %s: %w", u, err)
 			}
 		}
 		u := e.tlsURL(aliasHost(0), "/crates/a/1.0.0/download")
+		// Each resuming client's first connection only gets it the session
+		// the others resume, so it is not recorded.
+		directOpts := clientOpts{conns: 1, roots: e.upRoots, sessions: tls.NewLRUClientSessionCache(4)}
+		proxyOpts := clientOpts{conns: 1, roots: e.caRoots, proxy: n.url(), sessions: tls.NewLRUClientSessionCache(4)}
 		var directResumed, repeatResumed histogram
-		directSessions, proxySessions := tls.NewLRUClientSessionCache(4), tls.NewLRUClientSessionCache(4)
-		for i := range hosts {
-			if err := firstConn(&repeat, clientOpts{conns: 1, roots: e.caRoots, proxy: n.url()}, u); err != nil {
+		if err := errors.Join(firstConn(&histogram{}, directOpts, u, false), firstConn(&histogram{}, proxyOpts, u, false)); err != nil {
+			e.stopNora(n)
+			return fmt.Errorf("a first connection of the resuming clients to %s: %w", u, err)
+		}
+		for range hosts {
+			if err := firstConn(&repeat, clientOpts{conns: 1, roots: e.caRoots, proxy: n.url()}, u, false); err != nil {
 				e.stopNora(n)
 				return fmt.Errorf("intercepted repeat %s: %w", u, err)
 			}
-			// The first connection of each resuming client only gets
-			// the session the others resume.
-			d, r := &directResumed, &repeatResumed
-			if i == 0 {
-				d, r = &histogram{}, &histogram{}
-			}
-			if err := firstConn(d, clientOpts{conns: 1, roots: e.upRoots, sessions: directSessions}, u); err != nil {
+			if err := firstConn(&directResumed, directOpts, u, true); err != nil {
 				e.stopNora(n)
 				return fmt.Errorf("direct, resumed %s: %w", u, err)
 			}
-			if err := firstConn(r, clientOpts{conns: 1, roots: e.caRoots, proxy: n.url(), sessions: proxySessions}, u); err != nil {
+			if err := firstConn(&repeatResumed, proxyOpts, u, true); err != nil {
 				e.stopNora(n)
 				return fmt.Errorf("intercepted repeat, resumed %s: %w", u, err)
 			}
@@ -118,21 +119,13 @@ func interceptionRows(sec string, p50 series, leaf float64) []row {
 }
 
 // firstConn times one GET on a brand-new client (so a new connection and a
-// TLS handshake) and records it. A client given a session cache that holds
-// a session must have resumed it: a row of resumed connections that were
+// TLS handshake) and records it. With resume, the connection must have
+// resumed its client's session: a row of resumed connections that were
 // full handshakes would be a false figure.
-func firstConn(h *histogram, o clientOpts, u string) error {
+func firstConn(h *histogram, o clientOpts, u string, resume bool) error {
 	o.timeout = 30 * time.Second
 	c := newClient(o)
 	defer c.CloseIdleConnections()
-	host := ""
-	if pu, err := url.Parse(u); err == nil {
-		host = pu.Hostname()
-	}
-	held := false
-	if o.sessions != nil {
-		_, held = o.sessions.Get(host)
-	}
 	t0 := time.Now()
 	resp, err := c.Get(u)
 	if err != nil {
@@ -146,8 +139,8 @@ func firstConn(h *histogram, o clientOpts, u string) error {
 		return err
 	case resp.StatusCode != http.StatusOK:
 		return fmt.Errorf("status %d", resp.StatusCode)
-	case held && (resp.TLS == nil || !resp.TLS.DidResume):
-		return fmt.Errorf("the connection did not resume the session its client held")
+	case resume && (resp.TLS == nil || !resp.TLS.DidResume):
+		return fmt.Errorf("the connection did not resume its client's session")
 	}
 	return nil
 }

@@ -6,7 +6,8 @@ import "testing"
 // connection and carry the relative targets; the difference row is named
 // for what it contains, and the leaf has a row of its own.
 func TestInterceptionRows(t *testing.T) {
-	p50 := series{"direct": {0.001}, "new": {0.0025}, "repeat": {0.0012}}
+	p50 := series{"direct": {0.001}, "new": {0.0025}, "repeat": {0.0012},
+		"direct resumed": {0.0008}, "repeat resumed": {0.0011}}
 	rows := interceptionRows("interception", p50, 0.00015)
 	find := func(target, figure string) row {
 		t.Helper()
@@ -27,6 +28,12 @@ func TestInterceptionRows(t *testing.T) {
 	}
 	if r := find("nora-breaker", "new − repeat host (upstream TLS + HTTP/2 connection, leaf)"); !near(r.value, 0.0013) {
 		t.Errorf("difference row = %+v", r)
+	}
+	if r := find("nora-breaker repeat host, session resumed", "p50 ÷ direct, session resumed"); !near(r.value, 1.375) || r.goal != "" {
+		t.Errorf("resumed ratio row = %+v", r)
+	}
+	if r := find("nora-breaker repeat host, session resumed", "p50 ÷ direct new TLS connection"); !near(r.value, 1.1) {
+		t.Errorf("resumed over a new direct connection row = %+v", r)
 	}
 	if r := find("certs package, in the harness", "leaf signing alone (p50)"); r.value != 0.00015 {
 		t.Errorf("leaf row = %+v", r)

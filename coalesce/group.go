@@ -211,11 +211,7 @@ func (g *Group[T]) Deciding(scope any, key string) bool {
 
 // Busy reports whether any fetch is in flight: while none is, no request
 // has a decision to join, whatever its key.
-func (g *Group[T]) Busy() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.flights) > 0
-}
+func (g *Group[T]) Busy() bool { return g.inFlight() > 0 }
 
 // inFlight is the number of fetches in flight.
 func (g *Group[T]) inFlight() int {

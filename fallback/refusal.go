@@ -46,7 +46,7 @@ func (c *Chain) refuseAlone(r Request, fm format.Format, sk *knownStaleKey) (Res
 			break
 		}
 	}
-	if s.hasStaleCopy() || (c.joins.Busy() && c.joinable(r, s.staleKeyKnown())) {
+	if s.hasStaleCopy() || s.joinsAFlight() {
 		*sk = s.sk
 		return Result{}, false
 	}
@@ -58,9 +58,13 @@ func (c *Chain) refuseAlone(r Request, fm format.Format, sk *knownStaleKey) (Res
 	return s.terminal(), true
 }
 
-// joinable reports whether a decision is in flight that r, whose stale key
-// is sk, would join.
-func (c *Chain) joinable(r Request, sk knownStaleKey) bool {
-	key, ok := c.sharedKey(r, sk)
-	return ok && c.joins.Deciding(r.Addressed, key)
+// joinsAFlight reports whether a decision is in flight that the request
+// would join; its keys are worked out only while some decision is.
+func (s *search) joinsAFlight() bool {
+	if !s.c.joins.Busy() {
+		return false
+	}
+	s.staleKey()
+	key, ok := s.c.sharedKey(s.r, s.sk)
+	return ok && s.c.joins.Deciding(s.r.Addressed, key)
 }

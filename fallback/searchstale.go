@@ -95,12 +95,6 @@ func (s *search) staleKey() (format.StaleKey, bool) {
 	return s.sk.key, s.sk.ok
 }
 
-// staleKeyKnown is the request's stale key, worked out now if it was not.
-func (s *search) staleKeyKnown() knownStaleKey {
-	s.staleKey()
-	return s.sk
-}
-
 // knownStaleKey is a request's stale key once it has been worked out (a
 // request is keyed once, though both coalescing and the loop need it).
 type knownStaleKey struct {

@@ -10,6 +10,7 @@ import (
 	"log"
 	"maps"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -231,11 +232,7 @@ func (p *Proxy) buildCA(cfg *config.Config) error {
 
 // countHandshake counts one intercepted TLS handshake.
 func (p *Proxy) countHandshake(resumed bool) {
-	label := "false"
-	if resumed {
-		label = "true"
-	}
-	p.metrics.handshakes.WithLabelValues(label).Inc()
+	p.metrics.handshakes.WithLabelValues(strconv.FormatBool(resumed)).Inc()
 }
 
 // warmLeaves has the interception CA sign, in the background, the leaves of

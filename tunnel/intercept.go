@@ -65,15 +65,8 @@ type Interceptor struct {
 	// a client, and whether it resumed a session (resume.go).
 	OnHandshake func(resumed bool)
 
-	ticketsOnce sync.Once
-	tickets     *sessionTickets
-}
-
-// sessionTickets is the one set of ticket keys of every connection the
-// interceptor serves.
-func (ic *Interceptor) sessionTickets() *sessionTickets {
-	ic.ticketsOnce.Do(func() { ic.tickets = newSessionTickets() })
-	return ic.tickets
+	// tickets is the one set of ticket keys of every connection served.
+	tickets sessionTickets
 }
 
 // serverDrainer drains an intercepted connection through its own server.
@@ -163,7 +156,7 @@ func (ic *Interceptor) acceptInner(client net.Conn, target Target, limit time.Du
 	if err != nil {
 		return nil, "", fmt.Errorf("leaf for %s: %w", target.Addr(), err)
 	}
-	ic.sessionTickets().bind(conf, target.Addr())
+	ic.tickets.bind(conf, target.Addr())
 	tc := tls.Server(conn, conf)
 	if err := tc.Handshake(); err != nil {
 		return nil, "", fmt.Errorf("TLS handshake: %w", err)

@@ -24,13 +24,11 @@ const ticketBinding = "nora-breaker/connect-target/1 "
 
 // sessionTickets seals and opens the session tickets of intercepted
 // connections with the keys of one Config that serves no connection
-// itself: crypto/tls generates them, rotates them daily and accepts each
-// for a week, as it does for any server. The keys live in memory only and
-// die with the process, as the CA they stand beside does not change
-// without a restart.
-type sessionTickets struct{ keys *tls.Config }
-
-func newSessionTickets() *sessionTickets { return &sessionTickets{keys: &tls.Config{}} }
+// itself: crypto/tls generates them when first asked, rotates them daily
+// and accepts each for a week, as it does for any server. The keys live in
+// memory only and die with the process, as the CA they stand beside does
+// not change without a restart. The zero value is ready to use.
+type sessionTickets struct{ keys tls.Config }
 
 // bind makes conf's tickets the shared keys', each resumable only in a
 // tunnel to target ("host:port", as the CONNECT named it). A ticket for
