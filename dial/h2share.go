@@ -122,10 +122,32 @@ func newH2Share(s Settings, tlsConf *tls.Config, d *Dialer) *h2Share {
 	// waits there for one (at the bound), rather than failing and being
 	// retried with back-off; the pool itself dials another connection
 	// while under the bound (room).
-	p.t2 = &http2.Transport{ConnPool: p, DisableCompression: true, MaxHeaderListSize: 1 << 20,
-		IdleConnTimeout: 90 * time.Second, ReadIdleTimeout: 10 * time.Second, PingTimeout: 5 * time.Second,
-		StrictMaxConcurrentStreams: true}
+	p.t2 = expectingTransport()
+	p.t2.ConnPool = p
+	p.t2.DisableCompression = true
+	p.t2.MaxHeaderListSize = 1 << 20
+	p.t2.IdleConnTimeout = 90 * time.Second
+	p.t2.ReadIdleTimeout = 10 * time.Second
+	p.t2.PingTimeout = 5 * time.Second
+	p.t2.StrictMaxConcurrentStreams = true
 	return p
+}
+
+// expectingTransport is an http2.Transport that honours Expect:
+// 100-continue as net/http's transport does: the request body waits up to
+// expectContinueTimeout for the server's 100, so a server that answers
+// first (a 401 to an upload) is never sent the body, and the client is
+// never told to send it. x/net reads that timeout only from the net/http
+// transport it was configured from; the one made here serves for nothing
+// else (its pool and protocol table are never used).
+func expectingTransport() *http2.Transport {
+	t2, err := http2.ConfigureTransports(&http.Transport{ExpectContinueTimeout: expectContinueTimeout})
+	if err != nil {
+		// Only a transport that already has an "https" protocol
+		// registered is refused, and this one is new.
+		panic("dial: configuring x/net's HTTP/2 transport: " + err.Error())
+	}
+	return t2
 }
 
 // takes reports whether req goes through the pool: an https request that

@@ -215,6 +215,11 @@ func newParentWay(s Settings, ps parentSettings, tlsConf *tls.Config, d *Dialer,
 	return &parentWay{hop: hop, forward: forward, tunnel: tunnel}
 }
 
+// expectContinueTimeout is how long a request with Expect: 100-continue
+// holds its body back for the upstream's 100 (or its final answer), on
+// HTTP/1.1 and HTTP/2 alike.
+const expectContinueTimeout = time.Second
+
 // newHTTPTransport is an http.Transport with the settings every way out
 // shares; its dial functions are the caller's to set.
 func newHTTPTransport(s Settings, tlsConf *tls.Config) *http.Transport {
@@ -232,7 +237,7 @@ func newHTTPTransport(s Settings, tlsConf *tls.Config) *http.Transport {
 		// answer would otherwise pile up connections without bound.
 		MaxConnsPerHost:       s.maxConnsPerHost,
 		IdleConnTimeout:       90 * time.Second,
-		ExpectContinueTimeout: time.Second,
+		ExpectContinueTimeout: expectContinueTimeout,
 		// Compression passes through untouched: the client's Accept-Encoding
 		// goes upstream and the body comes back as the upstream sent it.
 		DisableCompression: true,

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
@@ -403,4 +405,96 @@ func localFaultChild(t *testing.T) {
 		t.Fatalf("the cause is not in the log:\n%s", tp.Logs.String())
 	}
 	fmt.Println("LOCAL FAULT OK")
+}
+
+// TestExpectContinueOverHTTP2Upstream: the same PUT, to an upstream that
+// speaks HTTP/2 (as Docker Hub, npm, PyPI and Maven Central do) and so is
+// reached over the shared HTTP/2 pool. From a client on HTTP/1.1, an
+// upstream that answers at once (401) is what the client hears first, with
+// no 100 before it: the proxy waits for the upstream's word before taking
+// the body, as it does towards an HTTP/1.1 upstream. An upstream that wants
+// the body (its 100) gets all of it, from a client on either protocol.
+// (net/http's HTTP/2 server takes a client's expectation itself and hides
+// it from the handler, so towards the upstream an HTTP/2 client's request
+// carries none: docs/behaviour.md §5.5.)
+func TestExpectContinueOverHTTP2Upstream(t *testing.T) {
+	const size = 20000
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor != 2 {
+			t.Errorf("the upstream was asked over %s, want HTTP/2", r.Proto)
+		}
+		if strings.HasSuffix(r.URL.Path, "/denied.jar") {
+			w.Header().Set("Www-Authenticate", `Basic realm="repo"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		n, err := io.Copy(io.Discard, r.Body) // net/http's server sends the 100 here
+		if err != nil || n != size {
+			t.Errorf("the upstream read %d bytes (%v), want %d", n, err, size)
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	up.EnableHTTP2 = true
+	up.StartTLS()
+	t.Cleanup(up.Close)
+	lines, pool := interceptCA(t, up)
+	tp := newTestProxy(t, fmt.Sprintf(`
+[circuit_breaker]
+enabled = true
+failure_threshold = 3
+[registries]
+enable = "maven"
+[maven]
+proxies = ["%s/maven2"]
+[sidecar]
+%s`, up.URL, lines), nil)
+	host := strings.TrimPrefix(up.URL, "https://")
+
+	t.Run("client on HTTP/1.1", func(t *testing.T) {
+		for name, want := range map[string]int{"denied": http.StatusUnauthorized, "taken": http.StatusCreated} {
+			tc := exactTunnel(t, tp, host)
+			fmt.Fprintf(tc, "PUT /maven2/g/a/1/%s.jar HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", name, host, size)
+			br := bufio.NewReader(tc)
+			resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodPut})
+			if err != nil {
+				t.Fatalf("%s: no answer while the client holds its body back: %v", name, err)
+			}
+			if resp.StatusCode == http.StatusContinue && want == http.StatusCreated {
+				if _, err := tc.Write(bytes.Repeat([]byte("x"), size)); err != nil {
+					t.Fatal(err)
+				}
+				resp, err = http.ReadResponse(br, &http.Request{Method: http.MethodPut})
+				if err != nil {
+					t.Fatalf("%s: no answer to the body: %v", name, err)
+				}
+			}
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Errorf("%s: got %d, want %d (a 100 to a denied upload tells the client to send a body nobody asked for)", name, resp.StatusCode, want)
+			}
+		}
+	})
+	t.Run("client on HTTP/2", func(t *testing.T) {
+		c := proxyClient(t, tp, pool)
+		tr := c.Transport.(*http.Transport)
+		tr.ForceAttemptHTTP2 = true
+		tr.ExpectContinueTimeout = time.Minute
+		for name, want := range map[string]int{"denied": http.StatusUnauthorized, "taken": http.StatusCreated} {
+			body := bytes.NewReader(bytes.Repeat([]byte("x"), size))
+			req, err := http.NewRequest(http.MethodPut, up.URL+"/maven2/g/a/1/"+name+".jar", body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.ContentLength = size
+			req.Header.Set("Expect", "100-continue")
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			resp.Body.Close()
+			if resp.ProtoMajor != 2 || resp.StatusCode != want {
+				t.Errorf("%s: got %d over %s, want %d over HTTP/2", name, resp.StatusCode, resp.Proto, want)
+			}
+		}
+	})
 }
