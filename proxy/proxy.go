@@ -108,10 +108,13 @@ type Proxy struct {
 // fixedSettings are the [sidecar] settings that belong to things built once
 // at start: the client-facing servers' idle timeout and the proxy
 // listener's connection limit. They are copied in New, so a reload before
-// Serve cannot change them either.
+// Serve cannot change them either. atStart is the whole [sidecar] table as
+// New was given it: what a reload's restart-only settings are compared with,
+// since those stay as they were at start whatever reloads came between.
 type fixedSettings struct {
 	idleTimeout    time.Duration
 	maxConnections int
+	atStart        config.Sidecar
 }
 
 // New builds a Proxy from a validated configuration.
@@ -121,7 +124,8 @@ func New(cfg *config.Config, deps Deps) (*Proxy, error) {
 	}
 	p := &Proxy{deps: deps, log: deps.Logger, now: deps.Now, started: deps.Now(), bufs: relay.NewBuffers(),
 		history: &admin.History{}, answered: &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody},
-		fixed:   fixedSettings{idleTimeout: cfg.Sidecar.IdleTimeout, maxConnections: cfg.Sidecar.MaxConnections},
+		fixed: fixedSettings{idleTimeout: cfg.Sidecar.IdleTimeout, maxConnections: cfg.Sidecar.MaxConnections,
+			atStart: cfg.Sidecar},
 		learned: route.NewLearned(deps.Now),
 		goneLog: newLineLimiter(deps.Now, time.Second, goneLogBurst), refusals: newRefusalLimiters(deps.Now)}
 	var err error

@@ -11,7 +11,9 @@ import (
 // snapshot, requests in flight finish under the one they started with.
 // Breakers whose key still exists keep their state and take the new
 // thresholds. Settings copied once at start cannot change; Reload returns
-// the names of those that differ (restartSettings lists them). It fails, and
+// the names of those that differ from what the process started with
+// (restartSettings lists them), so every reload names them until the file
+// agrees with what runs again. It fails, and
 // changes nothing, when the new snapshot cannot be built (an upstream_ca
 // file that cannot be read).
 func (p *Proxy) Reload(cfg *config.Config) (needsRestart []string, err error) {
@@ -37,7 +39,7 @@ func (p *Proxy) Reload(cfg *config.Config) (needsRestart []string, err error) {
 	p.metrics.reloads.WithLabelValues("ok").Inc()
 	p.warmLeaves(cfg)
 	for _, s := range restartSettings() {
-		if s.changed(old.cfg.Sidecar, cfg.Sidecar) {
+		if s.changed(p.fixed.atStart, cfg.Sidecar) {
 			needsRestart = append(needsRestart, s.key)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"slices"
 	"testing"
 	"time"
 
@@ -179,5 +180,35 @@ func TestReloadAppliesMaxUpstreamConnsPerHost(t *testing.T) {
 	}
 	if got := tp.state.Load().transport.MaxConnsPerHost(); got != 8 {
 		t.Fatalf("MaxConnsPerHost %d after the reload, want 8", got)
+	}
+}
+
+// TestReloadNamesWhatStillNeedsARestart: a restart-only setting is compared
+// with what the process started with, not with the reload before. A file
+// that moved listen keeps being named on every reload while the proxy still
+// listens where it started, and a file that puts the address in use back
+// needs no restart (on main the second reload said none and the third said
+// listen).
+func TestReloadNamesWhatStillNeedsARestart(t *testing.T) {
+	base := testkit.LoadConfig(t, biMavenChain(3, 10, "http://repo.test/m2"), nil)
+	tp := startProxy(t, base)
+	for i, step := range []struct {
+		threshold int
+		listen    string
+		want      []string
+	}{
+		{3, "127.0.0.1:1", []string{"listen"}},
+		{4, "127.0.0.1:1", []string{"listen"}}, // another edit, the move still in the file
+		{4, base.Sidecar.Listen, nil},          // back to the address in use
+	} {
+		cfg := testkit.LoadConfig(t, biMavenChain(step.threshold, 10, "http://repo.test/m2"), nil)
+		cfg.Sidecar.Listen = step.listen
+		got, err := tp.Reload(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, step.want) {
+			t.Errorf("reload %d (listen %s): needs restart %v, want %v", i+1, step.listen, got, step.want)
+		}
 	}
 }
