@@ -7,10 +7,12 @@ package dial
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -26,6 +28,9 @@ type Dialer struct {
 	timeout time.Duration
 	resolve map[string]string // "host:port" (lower-case host) → "ip:port"
 	policy  destination.Policy
+	// dnsDial is how the resolver reaches its name servers: net.Dialer's
+	// when nil (a test sets another).
+	dnsDial func(ctx context.Context, network, server string) (net.Conn, error)
 }
 
 // DialContext dials addr ("host:port") with the resolve map and address policy.
@@ -38,9 +43,11 @@ func (d *Dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 	if to, ok := d.resolve[target]; ok {
 		target = to
 	}
+	var faults resolverFaults
 	nd := net.Dialer{
 		Timeout:   d.timeout,
 		KeepAlive: 30 * time.Second,
+		Resolver:  d.resolver(&faults),
 		Control: func(_, address string, _ syscall.RawConn) error {
 			ap, err := netip.ParseAddrPort(address)
 			if err != nil {
@@ -49,8 +56,68 @@ func (d *Dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 			return d.policy.CheckDial(host, port, ap)
 		},
 	}
-	return nd.DialContext(ctx, network, target)
+	conn, err := nd.DialContext(ctx, network, target)
+	return conn, faults.attach(err)
 }
+
+// resolver is the resolver of one dial or lookup: Go's own (the binary is
+// built without cgo, so it is the one in use anyway), reaching its name
+// servers through dnsDial and keeping in faults what that dial failed with.
+func (d *Dialer) resolver(faults *resolverFaults) *net.Resolver {
+	dial := d.dnsDial
+	if dial == nil {
+		var nd net.Dialer
+		dial = nd.DialContext
+	}
+	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, server string) (net.Conn, error) {
+		conn, err := dial(ctx, network, server)
+		if err != nil {
+			faults.note(err)
+		}
+		return conn, err
+	}}
+}
+
+// resolverFaults is what the resolver's own dials failed with during one
+// lookup (its A and AAAA queries run at once). Go's resolver keeps only the
+// text of such an error in the net.DNSError it returns, so an errno of this
+// machine's (out of file descriptors: attempt.LocalFault) would read as
+// the upstream's name failing; attach puts it back in the error's chain.
+type resolverFaults struct {
+	mu    sync.Mutex
+	first error
+}
+
+func (f *resolverFaults) note(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.first == nil {
+		f.first = err
+	}
+}
+
+// attach returns err, a lookup's failure, with the resolver's own dial
+// error in its chain; any other err as it is.
+func (f *resolverFaults) attach(err error) error {
+	var dnsErr *net.DNSError
+	if err == nil || !errors.As(err, &dnsErr) {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.first == nil {
+		return err
+	}
+	return &lookupError{err: err, cause: f.first}
+}
+
+// lookupError is a failed lookup together with what its resolver's dial to
+// a name server failed with. Its text is the lookup's, which names that
+// cause already.
+type lookupError struct{ err, cause error }
+
+func (e *lookupError) Error() string   { return e.err.Error() }
+func (e *lookupError) Unwrap() []error { return []error{e.err, e.cause} }
 
 // addrsOf is where DialContext would connect for host:port: the
 // [sidecar.resolve] entry, else host itself when it is an address, else
@@ -71,8 +138,11 @@ func (d *Dialer) addrsOf(ctx context.Context, host, port string) ([]netip.AddrPo
 	var ips []netip.Addr
 	if ip, err := netip.ParseAddr(host); err == nil {
 		ips = []netip.Addr{ip}
-	} else if ips, err = net.DefaultResolver.LookupNetIP(ctx, "ip", host); err != nil {
-		return nil, err
+	} else {
+		var faults resolverFaults
+		if ips, err = d.resolver(&faults).LookupNetIP(ctx, "ip", host); err != nil {
+			return nil, faults.attach(err)
+		}
 	}
 	out := make([]netip.AddrPort, len(ips))
 	for i, ip := range ips {
