@@ -17,7 +17,7 @@ type Drainer interface {
 }
 
 // Drainers holds the hijacked connections that are alive, so that a
-// shutdown drains every connection kind alike (docs/behaviour.md §10).
+// shutdown drains every connection kind alike (docs/behaviour.md §8).
 // Safe for concurrent use; the zero value is ready.
 type Drainers struct {
 	mu       sync.Mutex
@@ -25,6 +25,10 @@ type Drainers struct {
 	draining context.Context // set once Drain began
 	closed   *atomic.Int64   // how many the drain had to close
 	wg       sync.WaitGroup  // the drains running
+	// held counts the handlers in flight that may yet add a connection
+	// (Hold); released, when set, is closed as the count drops to zero.
+	held     int
+	released chan struct{}
 }
 
 type drainEntry struct {
@@ -59,6 +63,34 @@ func (ds *Drainers) Add(d Drainer) (ended func()) {
 	}
 }
 
+// Hold marks a handler that may yet hand its connection over: a CONNECT
+// (a blind tunnel still being dialled, an intercepted one still in its
+// handshake) or a request asking to switch protocols. net/http's shutdown
+// stops counting such a connection once it is hijacked, before Add is
+// called for it, so until release a drain does not end: a connection added
+// late is drained like the others instead of being cut when the process
+// exits.
+func (ds *Drainers) Hold() (release func()) {
+	if ds == nil {
+		return func() {}
+	}
+	ds.mu.Lock()
+	ds.held++
+	ds.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			ds.mu.Lock()
+			defer ds.mu.Unlock()
+			ds.held--
+			if ds.held == 0 && ds.released != nil {
+				close(ds.released)
+				ds.released = nil
+			}
+		})
+	}
+}
+
 // Len is the number of live connections.
 func (ds *Drainers) Len() int {
 	ds.mu.Lock()
@@ -66,10 +98,12 @@ func (ds *Drainers) Len() int {
 	return len(ds.live)
 }
 
-// Drain drains every live connection (and every one added meanwhile)
-// until all have ended or ctx is done; each one left then is closed. It
+// Drain drains every live connection, and every one added until no handler
+// can add another: quiet is closed once the servers that start handlers
+// have stopped, and then the held ones (Hold) are waited for. It returns
+// when all have ended or ctx is done; each one left then is closed. It
 // reports how many it had to close.
-func (ds *Drainers) Drain(ctx context.Context) (closed int) {
+func (ds *Drainers) Drain(ctx context.Context, quiet <-chan struct{}) (closed int) {
 	var n atomic.Int64
 	ds.mu.Lock()
 	ds.draining = ctx
@@ -78,14 +112,41 @@ func (ds *Drainers) Drain(ctx context.Context) (closed int) {
 		ds.drainOne(ctx, e)
 	}
 	ds.mu.Unlock()
+	select {
+	case <-quiet:
+		ds.waitHeld(ctx)
+	case <-ctx.Done():
+	}
 	ds.wg.Wait()
 	return int(n.Load())
 }
 
+// waitHeld returns once no handler is held, or when ctx is done.
+func (ds *Drainers) waitHeld(ctx context.Context) {
+	ds.mu.Lock()
+	if ds.held == 0 {
+		ds.mu.Unlock()
+		return
+	}
+	released := make(chan struct{})
+	ds.released = released
+	ds.mu.Unlock()
+	select {
+	case <-released:
+	case <-ctx.Done():
+	}
+}
+
 // drainOne drains e in a goroutine of its own until it ends, and closes
-// it if ctx is done first. The caller holds mu.
+// it if ctx is done first; once ctx is done it closes e at once, as Drain
+// may have stopped waiting. The caller holds mu.
 func (ds *Drainers) drainOne(ctx context.Context, e *drainEntry) {
 	closed := ds.closed
+	if ctx.Err() != nil {
+		_ = e.d.Close()
+		closed.Add(1)
+		return
+	}
 	ds.wg.Add(1)
 	go func() {
 		defer ds.wg.Done()

@@ -52,7 +52,7 @@ func TestDrainersDrainEveryKind(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		start := time.Now()
-		if n := ds.Drain(ctx); n != 1 {
+		if n := ds.Drain(ctx, closedChan()); n != 1 {
 			t.Fatalf("closed %d connections, want 1 (the one that outlasted the grace)", n)
 		}
 		if took := time.Since(start); took != 5*time.Second {
@@ -84,8 +84,92 @@ func TestDrainersReturnAsSoonAsAllEnded(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		start := time.Now()
-		if n := ds.Drain(ctx); n != 0 || time.Since(start) != 2*time.Second {
+		if n := ds.Drain(ctx, closedChan()); n != 0 || time.Since(start) != 2*time.Second {
 			t.Fatalf("closed %d after %v, want none after 2 s", n, time.Since(start))
+		}
+	})
+}
+
+// closedChan is the quiet of a drain whose servers have already stopped.
+func closedChan() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+
+// TestDrainWaitsForHeldHandlers: a handler that was held when the drain
+// began (a CONNECT still dialling, a websocket handshake waiting for its
+// 101) hands its connection over only later, after every connection known
+// at the start has ended and after the server stopped. The drain waits for
+// it and drains that connection too, where it used to return at once and
+// leave it to be cut. A handler that starts before the server stops is
+// waited for the same way.
+func TestDrainWaitsForHeldHandlers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ds Drainers
+		releaseDialling := ds.Hold()
+		stopped := make(chan struct{})
+		late := &fakeDrainer{}
+		lateEnded := make(chan struct{})
+		go func() {
+			time.Sleep(time.Second) // the dial completes during the drain
+			end := ds.Add(late)
+			releaseDialling()
+			time.Sleep(3 * time.Second) // the download through the tunnel
+			end()
+			close(lateEnded)
+		}()
+		switched := &fakeDrainer{}
+		go func() {
+			// A handshake whose head was read as the drain began: its
+			// handler starts before the server has stopped.
+			time.Sleep(500 * time.Millisecond)
+			release := ds.Hold()
+			close(stopped)
+			time.Sleep(2 * time.Second) // the upstream's 101 comes late
+			end := ds.Add(switched)
+			release()
+			time.Sleep(3 * time.Second)
+			end()
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		start := time.Now()
+		if n := ds.Drain(ctx, stopped); n != 0 {
+			t.Fatalf("closed %d, want none", n)
+		}
+		if took := time.Since(start); took != 5500*time.Millisecond {
+			t.Fatalf("the drain ended after %v, want 5.5 s: when the last connection a held handler added ended", took)
+		}
+		select {
+		case <-lateEnded:
+		default:
+			t.Fatal("the drain ended before the tunnel added late")
+		}
+		if late.closed.Load() != 0 || switched.closed.Load() != 0 {
+			t.Fatal("a connection that ended in time was closed")
+		}
+	})
+}
+
+// TestDrainStopsWaitingForHeldHandlersAtTheGrace: a handler still held when
+// the grace ends does not keep the drain, and what it adds afterwards is
+// closed at once.
+func TestDrainStopsWaitingForHeldHandlersAtTheGrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ds Drainers
+		release := ds.Hold()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		start := time.Now()
+		if n := ds.Drain(ctx, closedChan()); n != 0 || time.Since(start) != 5*time.Second {
+			t.Fatalf("closed %d after %v, want none after the 5 s grace", n, time.Since(start))
+		}
+		tooLate := &fakeDrainer{}
+		ds.Add(tooLate)
+		release()
+		if tooLate.closed.Load() != 1 {
+			t.Fatal("a connection added after the grace was not closed")
 		}
 	})
 }

@@ -286,6 +286,10 @@ func (p *Proxy) errorLog() *log.Logger { return log.New(zerologWriter{p.log}, ""
 // Handler is the proxy listener's handler.
 func (p *Proxy) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodConnect || r.Header["Upgrade"] != nil {
+			// It may yet hand its connection over (docs/behaviour.md §8).
+			defer p.drainers.Hold()()
+		}
 		pw := relay.NewPlainWriter(w, p.fixed.idleTimeout)
 		if r.Method != http.MethodConnect {
 			ex := &exchange{w: pw, body: relay.WatchClientBody(pw, r, p.fixed.idleTimeout)}

@@ -71,14 +71,19 @@ func (p *Proxy) Serve(ctx context.Context, proxyLn, adminLn net.Listener) error 
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	var wg sync.WaitGroup
+	// A CONNECT or a protocol switch in flight leaves net/http's count when
+	// it hijacks its connection: the drain goes on until the server has
+	// stopped and every such handler has handed its connection over.
+	stopped := make(chan struct{})
 	wg.Go(func() {
+		defer close(stopped)
 		if err := proxySrv.Shutdown(sctx); err != nil {
 			p.log.Warn().Err(err).Msg("plain requests did not finish in time: closing them")
 			_ = proxySrv.Close()
 		}
 	})
 	wg.Go(func() {
-		if n := p.drainers.Drain(sctx); n > 0 {
+		if n := p.drainers.Drain(sctx, stopped); n > 0 {
 			p.log.Warn().Int("closed", n).Msg("tunnels and intercepted connections did not finish in time: closed")
 		}
 	})

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -70,10 +71,34 @@ type Interceptor struct {
 }
 
 // serverDrainer drains an intercepted connection through its own server.
-type serverDrainer struct{ srv *http.Server }
+// On HTTP/1.1 keep-alives end: the request in flight is answered with
+// Connection: close, an idle connection closes at once, and so does one
+// that was handed over during the drain (its handshake ended after the
+// shutdown began) once the request it came for is answered — net/http's
+// Shutdown would drop that request unanswered. On HTTP/2 the server shuts
+// down (GOAWAY: the open streams finish), once it counts the connection:
+// Shutdown before that would make Serve refuse it.
+type serverDrainer struct {
+	srv *http.Server
+	ln  *oneConnListener
+	h2  bool
+}
 
-func (d serverDrainer) Drain(ctx context.Context) { _ = d.srv.Shutdown(ctx) }
-func (d serverDrainer) Close() error              { return d.srv.Close() }
+func (d serverDrainer) Drain(ctx context.Context) {
+	if !d.h2 {
+		d.srv.SetKeepAlivesEnabled(false)
+		<-ctx.Done() // the connection's end, or the grace's
+		return
+	}
+	select {
+	case <-d.ln.serving:
+	case <-ctx.Done():
+		return
+	}
+	_ = d.srv.Shutdown(ctx)
+}
+
+func (d serverDrainer) Close() error { return d.srv.Close() }
 
 // Conn is one accepted intercepted CONNECT.
 type Conn struct {
@@ -121,7 +146,7 @@ func (ic *Interceptor) Serve(c Conn) {
 		ConnState: func(_ net.Conn, s http.ConnState) {
 			switch s {
 			case http.StateClosed:
-				ln.Close()
+				ln.finish()
 				ended()
 			case http.StateHijacked:
 				// A protocol switch: the relay that takes it over is
@@ -130,8 +155,18 @@ func (ic *Interceptor) Serve(c Conn) {
 			}
 		},
 	}
-	ended = ic.Drainers.Add(serverDrainer{srv})
+	_, h2 := inner.(*tls.Conn) // acceptInner: a *tls.Conn when ALPN chose h2
+	ended = ic.Drainers.Add(serverDrainer{srv: srv, ln: ln, h2: h2})
 	_ = srv.Serve(ln)
+	// A shutdown closes the listener, and Serve returns, while the
+	// connection is still being served: the tunnel lasts until the
+	// connection itself is done.
+	if !ln.handedOut.Load() {
+		_ = inner.Close()
+		ended()
+		return
+	}
+	<-ln.finished
 }
 
 // acceptInner completes what the client starts after the 200: a TLS
@@ -215,21 +250,29 @@ func (h *innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// A hijacked connection never reports StateClosed: the listener is
 	// closed when a protocol switch takes the connection.
 	relay.Answer(w, r, resp, relay.Options{Bufs: h.ic.Bufs, Idle: h.ic.Idle, Body: body, Drainers: h.ic.Drainers,
-		Hijacked: func() { h.ln.Close() }})
+		Hijacked: func() { h.ln.finish() }})
 }
 
 // oneConnListener is a listener with a single connection: Accept hands it
 // out once, then blocks until Close, so http.Server.Serve returns only when
-// the connection is done.
+// the connection is done or the server shuts down. serving is closed when
+// Serve asks for a second connection, by which time it has started
+// tracking the first; finished when the connection is done (finish).
 type oneConnListener struct {
-	conn  net.Conn
-	taken sync.Once
-	once  sync.Once
-	done  chan struct{}
+	conn      net.Conn
+	taken     sync.Once
+	handedOut atomic.Bool
+	once      sync.Once
+	done      chan struct{}
+	asked     sync.Once
+	serving   chan struct{}
+	ended     sync.Once
+	finished  chan struct{}
 }
 
 func newOneConnListener(c net.Conn) *oneConnListener {
-	return &oneConnListener{conn: c, done: make(chan struct{})}
+	return &oneConnListener{conn: c, done: make(chan struct{}), serving: make(chan struct{}),
+		finished: make(chan struct{})}
 }
 
 // Accept returns the connection the first time and net.ErrClosed after Close.
@@ -237,8 +280,10 @@ func (l *oneConnListener) Accept() (net.Conn, error) {
 	var c net.Conn
 	l.taken.Do(func() { c = l.conn })
 	if c != nil {
+		l.handedOut.Store(true)
 		return c, nil
 	}
+	l.asked.Do(func() { close(l.serving) })
 	<-l.done
 	return nil, net.ErrClosed
 }
@@ -247,6 +292,13 @@ func (l *oneConnListener) Accept() (net.Conn, error) {
 func (l *oneConnListener) Close() error {
 	l.once.Do(func() { close(l.done) })
 	return nil
+}
+
+// finish says the connection is done (closed, or its protocol switch
+// relayed to the end), and unblocks Accept.
+func (l *oneConnListener) finish() {
+	l.ended.Do(func() { close(l.finished) })
+	_ = l.Close()
 }
 
 // Addr is the connection's local address.
