@@ -39,7 +39,7 @@ var ErrUnaskedSwitch = errors.New("upstream switched protocols without being ask
 // needs releasing.
 func RoundTripWithin(rt http.RoundTripper, req *http.Request, d time.Duration) (
 	resp *http.Response, attempt context.Context, release context.CancelCauseFunc, err error) {
-	return roundTrip(rt, req, d, alarm{})
+	return roundTrip(rt, req, d, Bound{}, alarm{})
 }
 
 // alarm is a second deadline on the header wait's clock: fire is called,
@@ -49,14 +49,20 @@ type alarm struct {
 	fire  func()
 }
 
-// roundTrip is RoundTripWithin with an alarm.
-func roundTrip(rt http.RoundTripper, req *http.Request, d time.Duration, al alarm) (
+// roundTrip is RoundTripWithin with the proxy's own bound on the wait
+// (Target.Bound) and an alarm.
+func roundTrip(rt http.RoundTripper, req *http.Request, d time.Duration, bound Bound, al alarm) (
 	resp *http.Response, attempt context.Context, release context.CancelCauseFunc, err error) {
 	ctx, cancel := context.WithCancelCause(req.Context())
 	ht := newHeaderTimer(d, func() { cancel(ErrHeaderTimeout) })
-	var at *headerTimer // nil: no alarm
+	var at, bt *headerTimer // nil: no alarm, no bound
 	if al.after > 0 {
 		at = newHeaderTimer(al.after, al.fire)
+	}
+	if bound.After > 0 {
+		// Not paused for the client's body: it bounds the proxy's own
+		// wait, not the upstream's time.
+		bt = newHeaderTimer(bound.After, func() { cancel(bound.Cause) })
 	}
 	out := req.WithContext(ctx)
 	if req.Body != nil && req.Body != http.NoBody {
@@ -64,10 +70,11 @@ func roundTrip(rt http.RoundTripper, req *http.Request, d time.Duration, al alar
 	}
 	resp, err = rt.RoundTrip(out)
 	at.stop()
-	if ht.stop() && err == nil {
-		// The timer fired just as the headers arrived; the context is
+	timedOut, cut := ht.stop(), bt.stop()
+	if (timedOut || cut) && err == nil {
+		// A timer fired just as the headers arrived; the context is
 		// already cancelled, so the body is unreadable: treat it as the
-		// timeout it nearly was.
+		// timeout or the giving up it nearly was.
 		resp.Body.Close()
 		resp, err = nil, context.Cause(ctx)
 	}

@@ -3,6 +3,7 @@ package attempt
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -87,6 +88,55 @@ func TestHeaderWaitCountsOnlyTheUpstream(t *testing.T) {
 				}
 				resp.Body.Close()
 				release(nil)
+			})
+		})
+	}
+}
+
+// TestBoundIsTheProxys: a bound of the proxy's own on the header wait
+// (Target.Bound: the fallback search's) that runs out first gives the
+// attempt up with its cause, neutral for the upstream's breaker; a
+// proxy_timeout that runs out first is still the upstream's failure.
+func TestBoundIsTheProxys(t *testing.T) {
+	const key = "maven:http://up.test"
+	given := fmt.Errorf("%w: the test's bound", ErrCancelled)
+	cases := []struct {
+		name     string
+		header   time.Duration
+		bound    time.Duration
+		answerIn time.Duration
+		wantErr  error // nil: the answer
+		want     breakerstate.Outcome
+	}{
+		{"bound first", 5 * time.Second, time.Second, 2 * time.Second, given, breakerstate.Neutral},
+		{"answer within the bound", 5 * time.Second, time.Second, 500 * time.Millisecond, nil, breakerstate.Success},
+		{"proxy_timeout first", time.Second, 0, 2 * time.Second, ErrHeaderTimeout, breakerstate.Failure},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newRig(t, nil, key)
+				req, _ := http.NewRequest(http.MethodGet, "http://up.test/x", nil)
+				target := Target{Key: key, HeaderTimeout: tc.header, Bound: Bound{After: tc.bound, Cause: given}}
+				resp, err := r.sender.Send(upstream(tc.answerIn), req, target, r.admit(t, key))
+				if tc.wantErr == nil {
+					if err != nil {
+						t.Fatalf("err = %v, want the answer", err)
+					}
+					resp.Body.Close()
+				} else if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("err = %v, want %v", err, tc.wantErr)
+				}
+				if got := Decide(resp, err, req.Context()); got != tc.want {
+					t.Errorf("verdict %s, want %s", got, tc.want)
+				}
+				want := 0
+				if tc.want == breakerstate.Failure {
+					want = 1
+				}
+				if n := r.snap(t, key).FailureCount; n != want {
+					t.Errorf("failure count %d, want %d", n, want)
+				}
 			})
 		})
 	}

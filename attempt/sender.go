@@ -35,6 +35,22 @@ type Target struct {
 	// is silent (at once if it is already open), so that the caller can
 	// give the attempt up and go on; see Ticket.Suspect.
 	OnOpen func()
+	// Bound, when set, is a limit of the proxy's own on the header wait,
+	// shorter than HeaderTimeout (the fallback search's, docs/behaviour.md
+	// §5.4).
+	Bound Bound
+}
+
+// Bound is a limit the proxy puts on an attempt's wait for headers for a
+// reason of its own. Running out of it says nothing about the upstream,
+// which was not given its proxy_timeout: the attempt is given up with
+// Cause, which wraps ErrCancelled, and is neutral (docs/behaviour.md §5.1:
+// every timer blames only the party it waits on).
+type Bound struct {
+	// After is how long the wait may last; zero or less: no bound.
+	After time.Duration
+	// Cause says why; it must wrap ErrCancelled.
+	Cause error
 }
 
 // Sender makes attempts and measures them. One Sender serves the whole
@@ -85,7 +101,7 @@ func (s *Sender) Answered(key string) uint64 { return s.recent.answered(key) }
 // that is longer, since a host that is slow by habit is not silent when it
 // takes its usual time; 0 (never) for a request other than GET and HEAD,
 // whose time at the upstream may be work on what it was sent, and for a
-// wait the header timeout ends first.
+// wait the header timeout or the proxy's bound ends first.
 func (s *Sender) suspectWait(out *http.Request, target Target) time.Duration {
 	if target.SuspectAfter <= 0 || (out.Method != http.MethodGet && out.Method != http.MethodHead) {
 		return 0
@@ -95,6 +111,9 @@ func (s *Sender) suspectWait(out *http.Request, target Target) time.Duration {
 		wait = max(wait, 2*tail)
 	}
 	if target.HeaderTimeout > 0 && wait >= target.HeaderTimeout {
+		return 0
+	}
+	if target.Bound.After > 0 && wait >= target.Bound.After {
 		return 0
 	}
 	return wait
@@ -111,8 +130,8 @@ func (s *Sender) CountLocalFault(err error) {
 // Send performs one attempt of out through rt at target, admitted by ticket.
 // The request's context is the client's: if it ends first the attempt is
 // neutral. On a transport error the returned error wraps ErrHeaderTimeout
-// when the header wait ran out, and ErrClientRequest when the client's own
-// request body could not be read. The caller must close the returned body.
+// when the header wait ran out, the target's Bound.Cause when its bound did,
+// and ErrClientRequest when the client's own request body could not be read. The caller must close the returned body.
 func (s *Sender) Send(rt http.RoundTripper, out *http.Request, target Target, ticket breakerstate.Ticket) (*http.Response, error) {
 	clientCtx := out.Context()
 	var body *requestBody
@@ -129,7 +148,7 @@ func (s *Sender) Send(rt http.RoundTripper, out *http.Request, target Target, ti
 			clients: clientsOf(clientCtx)}
 		al = alarm{after: wait, fire: sw.begin}
 	}
-	resp, ctx, cancel, err := roundTrip(rt, out, target.HeaderTimeout, al)
+	resp, ctx, cancel, err := roundTrip(rt, out, target.HeaderTimeout, target.Bound, al)
 	sw.end(errors.Is(err, ErrCancelled))
 	if err == nil {
 		ticket.Heard()

@@ -190,7 +190,7 @@ func TestAlarmCountsOnlyTheUpstream(t *testing.T) {
 					req.Body = &pacedBody{pieces: 10, pause: 500 * time.Millisecond}
 				}
 				var fired atomic.Bool
-				resp, _, release, err := roundTrip(upstream(tc.answerIn), req, 5*time.Second,
+				resp, _, release, err := roundTrip(upstream(tc.answerIn), req, 5*time.Second, Bound{},
 					alarm{after: time.Second, fire: func() { fired.Store(true) }})
 				if err != nil {
 					t.Fatal(err)

@@ -2,10 +2,11 @@ package fallback
 
 // A candidate's attempts: the format sends them through a candidateCall,
 // which rewrites the request for the candidate, admits each attempt after
-// the first by the candidate's breaker, cuts its header wait to what is
+// the first by the candidate's breaker, bounds its header wait by what is
 // left of the search, and lists it in the Result.
 
 import (
+	"fmt"
 	"net/http"
 	"time"
 
@@ -14,6 +15,12 @@ import (
 	"github.com/nora-breaker/nora-breaker/config"
 	"github.com/nora-breaker/nora-breaker/fallback/format"
 )
+
+// errSearchBound gives up a candidate's attempt when the search's own bound
+// on the wait for headers (Options.Deadline) runs out before the
+// candidate's proxy_timeout does: the proxy stopped waiting, the candidate
+// did not fail to answer.
+var errSearchBound = fmt.Errorf("%w: the search for an upstream that answers ran out of time", attempt.ErrCancelled)
 
 // sendCandidate lets the format make its attempts at cand, the first one
 // under the loop's admission t.
@@ -83,13 +90,17 @@ func (cc *candidateCall) Send(out *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// target is the candidate's attempt target with its header timeout cut to
-// what is left of the search's deadline.
+// target is the candidate's attempt target, its header wait bounded by
+// what is left of the search's deadline when that is shorter than its
+// proxy_timeout. The bound is the proxy's, not the candidate's: running
+// out of it gives the attempt up (errSearchBound), neutral, while a
+// proxy_timeout that ends first is still the candidate's failure
+// (docs/behaviour.md §5.1, §5.4).
 func (cc *candidateCall) target() attempt.Target {
 	t := targetOf(cc.cand)
 	left := cc.deadline.Sub(cc.c.o.Now())
 	if left < t.HeaderTimeout {
-		t.HeaderTimeout = max(left, time.Millisecond)
+		t.Bound = attempt.Bound{After: max(left, time.Millisecond), Cause: errSearchBound}
 	}
 	return t
 }

@@ -46,7 +46,7 @@ type Options struct {
 	Deadline time.Duration
 	// Now is the clock of the search's deadline. It must be the clock the
 	// attempts' timers run on (time.Now, which inside a testing/synctest
-	// bubble is the bubble's): a candidate's header wait is cut to the
+	// bubble is the bubble's): a candidate's header wait is bounded by the
 	// time Now says is left, and attempt's timer then counts it down.
 	Now        func() time.Time
 	Registerer prometheus.Registerer

@@ -153,6 +153,33 @@ func TestLoopHedge(t *testing.T) {
 	}
 }
 
+// TestLoopHedgeSearchBound: a hedge's candidate is waited on, like any
+// candidate, for no longer than what is left of the search (docs/behaviour.md
+// §5.4), here 1 s from when the hedge is sent at 250 ms. B, silent, is
+// given up at 1.25 s, neutral, and A's own 502 at 2 s is the answer.
+func TestLoopHedgeSearchBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newLoopRig(t, true, time.Second)
+		r.a.HedgeAfter = 250 * time.Millisecond
+		r.script(h(answerAfter(2*time.Second, 502, "A is broken")), h(testkit.Hang), nil)
+		res, body, took := r.serve(t, http.MethodGet)
+		if res.Resp.StatusCode != 502 || res.Kind != answer.Forwarded || body != "A is broken" {
+			t.Errorf("got %d %s %q, want A's 502", res.Resp.StatusCode, res.Kind, body)
+		}
+		want := []string{"A failure 502", "B hedge neutral search bound"}
+		if got := r.steps(res.Attempts); !slices.Equal(got, want) {
+			t.Errorf("steps %q, want %q", got, want)
+		}
+		if took != 2*time.Second {
+			t.Errorf("took %v, want 2s", took)
+		}
+		synctest.Wait()
+		if n := r.failures("B"); n != 0 {
+			t.Errorf("B, given up by the search's bound, has %d failures", n)
+		}
+	})
+}
+
 // serveAlone is serve for a request that has no candidates (a single
 // upstream): only a stale copy could stand in for A.
 func (r *loopRig) serveAlone(t *testing.T) (Result, time.Duration) {

@@ -142,8 +142,8 @@ func (r *loopRig) serve(t *testing.T, method string) (Result, string, time.Durat
 
 // steps names each attempt: who ("A", or "R" for a realm), "hedge" for a
 // hedge's, then why it was skipped, or its verdict and status ("timeout",
-// "given up" or "error" when it got none; "+" when its body still had the
-// last word).
+// "search bound", "given up" or "error" when it got none; "+" when its body
+// still had the last word).
 func (r *loopRig) steps(as Attempts) []string {
 	var out []string
 	for _, a := range as {
@@ -158,6 +158,8 @@ func (r *loopRig) steps(as Attempts) []string {
 			s += "skipped " + string(a.Skipped)
 		case strings.Contains(a.Error, attempt.ErrHeaderTimeout.Error()):
 			s += a.Verdict.String() + " timeout"
+		case strings.Contains(a.Error, errSearchBound.Error()):
+			s += a.Verdict.String() + " search bound"
 		case strings.Contains(a.Error, attempt.ErrCancelled.Error()):
 			s += a.Verdict.String() + " given up"
 		case a.Error != "":
@@ -231,13 +233,21 @@ func TestLoop(t *testing.T) {
 			c:          h(testkit.Status(200, "from C")),
 			wantStatus: 200, wantKind: answer.Fallback, wantBy: "C", wantBody: "from C",
 			wantSteps: []string{"A failure 502", "B failure 500", "C success 200+"}},
-		// B's 5 s header wait is cut to the 1 s left of the search; C is
-		// not asked once the deadline has passed, and A's own 502 is the
+		// B is waited on for the 1 s left of the search, not its 5 s
+		// proxy_timeout: the proxy gives it up, neutral (§5.1). C is not
+		// asked once the deadline has passed, and A's own 502 is the
 		// answer.
 		{name: "deadline cut", deadline: time.Second, a: h(testkit.Status(502, "A is broken")),
 			b:          h(testkit.Hang),
 			wantStatus: 502, wantKind: answer.Forwarded, wantBy: "A", wantBody: "A is broken",
-			wantSteps: []string{"A failure 502", "B failure timeout"}, wantTook: time.Second},
+			wantSteps: []string{"A failure 502", "B neutral search bound"}, wantTook: time.Second},
+		// With 8 s for the search, B's own 5 s proxy_timeout ends first
+		// and is its failure; C gets the 3 s left, and is given up.
+		{name: "proxy_timeout before the deadline", deadline: 8 * time.Second,
+			a: h(testkit.Status(502, "A is broken")), b: h(testkit.Hang), c: h(testkit.Hang),
+			wantStatus: 502, wantKind: answer.Forwarded, wantBy: "A", wantBody: "A is broken",
+			wantSteps: []string{"A failure 502", "B failure timeout", "C neutral search bound"},
+			wantTook:  8 * time.Second},
 		// The client gives up after 2 s, while A (5 s to answer) is silent.
 		{name: "client gone while addressed", a: h(testkit.Hang), setup: clientLeavesAfter(2 * time.Second),
 			wantStatus: 502, wantKind: answer.Error, wantBody: "client went away",

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -164,5 +165,54 @@ func TestFallbackMavenNonGetNotSubstituted(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("got %d %v", resp.StatusCode, resp.Header)
+	}
+}
+
+// TestFallbackSearchBoundIsNotTheCandidates: the search for a candidate
+// that answers has 60 s for headers in all (docs/behaviour.md §5.4). When
+// the upstreams before it have used up all but 0.1 s of that, the last
+// candidate is waited on only for what is left; a healthy one that would
+// answer in 0.4 s, well inside its own 5 s proxy_timeout, is cut short by
+// the proxy, which is neutral (§5.1): its breaker stays closed with no
+// failure, and the log line names the search's bound, not proxy_timeout.
+func TestFallbackSearchBoundIsNotTheCandidates(t *testing.T) {
+	var tp *testProxy
+	first := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusBadGateway) })
+	second := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		// Its own failure takes all but 0.1 s of the search's bound.
+		tp.Clock.Advance(59*time.Second + 900*time.Millisecond)
+		w.WriteHeader(http.StatusBadGateway)
+	})
+	third := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done(): // the proxy gave up first
+			return
+		case <-time.After(400 * time.Millisecond): // a healthy registry's time
+		}
+		io.WriteString(w, "jar")
+	})
+	tp, _ = ixStartProxy(t, fmt.Sprintf(`
+[circuit_breaker]
+enabled = true
+failure_threshold = 1
+reset_timeout = 30
+[registries]
+enable = "maven"
+[maven]
+proxies = ["%s/maven2", "%s/maven2", "%s/maven2"]
+proxy_timeout = 5
+hedge_after = 0
+`, first.URL, second.URL, third.URL))
+	resp, _ := request(t, proxyClient(t, tp, nil), http.MethodGet, first.URL+"/maven2/g/a/1/a-1.jar", nil)
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Errorf("answer %d, want the addressed upstream's own 502 replayed", resp.StatusCode)
+	}
+	line := logLine(t, tp, func(l string) bool { return strings.Contains(l, `"attempts"`) })
+	if s := breakerOf(t, tp, ixKey(third.URL)); s.State != breakerstate.Closed || s.FailureCount != 0 {
+		t.Errorf("the third upstream, cut short by the search's bound, is %s with %d failures; log: %s",
+			s.State, s.FailureCount, line)
+	}
+	if strings.Contains(line, "proxy_timeout") || !strings.Contains(line, "search") {
+		t.Errorf("the log line should name the search's bound, not proxy_timeout: %s", line)
 	}
 }
