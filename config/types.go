@@ -212,8 +212,9 @@ type Sidecar struct {
 	ThrottleDefault time.Duration
 
 	// CredentialHeaders are the request headers that carry a client's
-	// credentials: never sent to another upstream, and what
-	// stale_authenticated keys copies by. Canonical form.
+	// credentials besides Authorization and Cookie, which always do: never
+	// sent to another upstream, and what stale_authenticated keys copies
+	// by. Canonical form.
 	CredentialHeaders []string
 
 	// SharedState is the Redis URL (redis://, rediss:// or unix://) through which a

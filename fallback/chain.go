@@ -82,9 +82,10 @@ type Settings struct {
 	ParentKey func(*url.URL) string
 	// StaleMode is stale_authenticated: off, isolate or share.
 	StaleMode string
-	// CredentialHeaders are the request headers that carry credentials:
-	// never sent to a candidate, and what stale copies are kept apart by.
-	// nil means stale.DefaultCredentialHeaders.
+	// CredentialHeaders are the request headers that carry credentials
+	// besides Authorization and Cookie, which always do: never sent to a
+	// candidate, and what stale copies are kept apart by. nil means
+	// stale.DefaultCredentialHeaders.
 	CredentialHeaders []string
 	// Routes names the breaker key of the host a URL goes to (a format
 	// uses it to find the breaker of a docker token realm); nil: none.

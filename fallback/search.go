@@ -332,8 +332,9 @@ func (s *search) unavailable() *http.Response {
 		s.r.Settings.RetryAfterMax[s.r.Addressed.Format])
 }
 
-// credentialHeaders are the headers a candidate must never see: the
-// configured ones, else the default list.
+// credentialHeaders are the headers a candidate must never see besides
+// Authorization and Cookie (substitute): the configured ones, else the
+// default list.
 func credentialHeaders(configured []string) []string {
 	if configured != nil {
 		return configured

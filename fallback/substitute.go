@@ -13,8 +13,10 @@ import (
 // same method and query, the path below the addressed upstream appended to
 // the candidate's URL, the candidate's Host, none of the client's credentials
 // and the candidate's own Basic credentials when it has some.
-// credentialHeaders are the client's credentials for the upstream it
-// addressed; they never reach another upstream (docs/behaviour.md §5.4, §10).
+// The client's credentials for the upstream it addressed never reach another
+// upstream (docs/behaviour.md §5.4, §10): Authorization and Cookie always,
+// whatever credential_headers says (the stale key counts them always too,
+// stale.credentialDigest), and the credentialHeaders configured besides.
 func substitute(client *http.Request, cand *config.Upstream, rel string, credentialHeaders []string) *http.Request {
 	u := *cand.URL
 	u.User = nil
@@ -34,6 +36,8 @@ func substitute(client *http.Request, cand *config.Upstream, rel string, credent
 	out.RequestURI = ""
 	out.Body = http.NoBody
 	out.ContentLength = 0
+	delete(out.Header, "Authorization")
+	delete(out.Header, "Cookie")
 	for _, h := range credentialHeaders {
 		out.Header.Del(h)
 	}

@@ -152,3 +152,53 @@ func TestSecuritySetCookieFromACandidateIsDropped(t *testing.T) {
 		t.Fatalf("the candidate's cookies reached the client: %v", resp.Header)
 	}
 }
+
+// TestSecurityAuthorizationAndCookieAreAlwaysCredentials: Authorization and
+// Cookie are the client's credentials whatever credential_headers lists
+// (docs/behaviour.md §5.5, §10; the stale key counts them always): an
+// operator who lists only a registry's own token header must not make the
+// proxy hand the client's Authorization and Cookie to the next registry,
+// whether it is asked after the addressed one failed or as a hedge while
+// the addressed one is silent (§5.10).
+func TestSecurityAuthorizationAndCookieAreAlwaysCredentials(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		hedgeAfter string
+		addressed  http.HandlerFunc
+	}{
+		{"after a failure", "0", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusBadGateway) }},
+		{"as a hedge", "0.2", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first := newUpstream(t, tc.addressed)
+			seen := make(chan http.Header, 1)
+			second := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				seen <- r.Header.Clone()
+				io.WriteString(w, "jar")
+			})
+			tp := newTestProxy(t, fmt.Sprintf(`
+[circuit_breaker]
+enabled = true
+[registries]
+enable = "maven"
+[maven]
+proxies = ["%s/maven2", "%s/maven2"]
+hedge_after = %s
+[sidecar]
+credential_headers = ["X-Registry-Token"]
+`, first.URL, second.URL, tc.hedgeAfter), nil)
+			resp, body := request(t, proxyClient(t, tp, nil), http.MethodGet, first.URL+"/maven2/g/a/1/a-1.jar",
+				fbHeader("Authorization", "Bearer client-secret", "Cookie", "session=client-cookie",
+					"X-Registry-Token", "tok"))
+			if resp.StatusCode != http.StatusOK || body != "jar" {
+				t.Fatalf("answer %d %q, want the candidate's 200", resp.StatusCode, body)
+			}
+			h := <-seen
+			for _, name := range []string{"Authorization", "Cookie", "X-Registry-Token"} {
+				if v := h.Get(name); v != "" {
+					t.Errorf("the candidate received the client's %s: %q", name, v)
+				}
+			}
+		})
+	}
+}

@@ -25,11 +25,14 @@ const (
 )
 
 // DefaultCredentialHeaders are the request headers that carry credentials
+// besides Authorization and Cookie, which always do (credentialDigest),
 // when the configuration names none (credential_headers): never sent to
 // another upstream, and what the credential rule of a mode looks at.
+// Proxy-Authorization is not among them: like every Proxy-* header it
+// speaks to the proxy and is removed before a request goes anywhere.
 func DefaultCredentialHeaders() []string {
-	return []string{"Authorization", "Cookie", "Proxy-Authorization", "Private-Token", "Job-Token",
-		"Deploy-Token", "X-Api-Key", "X-Jfrog-Art-Api", "X-Nuget-Apikey", "X-Auth-Token"}
+	return []string{"Private-Token", "Job-Token", "Deploy-Token", "X-Api-Key", "X-Jfrog-Art-Api",
+		"X-Nuget-Apikey", "X-Auth-Token"}
 }
 
 // Ref names the copies of one request: the key they are stored under, and
@@ -92,7 +95,8 @@ type Policy struct {
 	// other value refuses every request, so a typo never leaks a private
 	// answer to another client.
 	Mode string
-	// CredentialHeaders are the headers that carry credentials; nil means
+	// CredentialHeaders are the headers that carry credentials besides
+	// Authorization and Cookie, which always do; nil means
 	// DefaultCredentialHeaders.
 	CredentialHeaders []string
 	// Credential, when set, may name a request's credentials itself: it
