@@ -31,7 +31,9 @@ var ErrUnaskedSwitch = errors.New("upstream switched protocols without being ask
 //
 // On success the attempt context stays alive for the body and release must
 // be called once the body is done with; the answer carries no header in the
-// proxy's own x-nora- namespace. On failure the error is ErrHeaderTimeout
+// proxy's own x-nora- namespace. Its trailers may: their values arrive only
+// at the body's end, so the writer of the answer leaves them out then
+// (relay.Answer). On failure the error is ErrHeaderTimeout
 // when the wait ran out (unless the transport blamed the parent proxy:
 // ErrParent), ErrUnaskedSwitch for a 101 nobody asked for, the cause the
 // request's context was cancelled with when it wraps ErrCancelled (the
@@ -96,6 +98,8 @@ func roundTrip(rt http.RoundTripper, req *http.Request, d time.Duration, bound B
 		return nil, nil, nil, err
 	}
 	StripOwnHeaders(resp.Header)
+	// Only the names of declared trailers are known yet; the values fill
+	// the map at the body's end and are filtered as they are written.
 	StripOwnHeaders(resp.Trailer)
 	return resp, ctx, cancel, nil
 }
@@ -150,10 +154,16 @@ const ownPrefix = "X-Nora-"
 // otherwise make a client believe a fresh answer is a stale copy.
 func StripOwnHeaders(h http.Header) {
 	for k := range h {
-		if len(k) >= len(ownPrefix) && strings.EqualFold(k[:len(ownPrefix)], ownPrefix) {
+		if OwnHeader(k) {
 			delete(h, k)
 		}
 	}
+}
+
+// OwnHeader reports whether name, in any case, is in the proxy's own
+// namespace.
+func OwnHeader(name string) bool {
+	return len(name) >= len(ownPrefix) && strings.EqualFold(name[:len(ownPrefix)], ownPrefix)
 }
 
 // headerTimer is the wait for response headers. It runs from the start of

@@ -362,3 +362,48 @@ func TestCoalescedMavenResolverHeaders(t *testing.T) {
 	j.wantWhole(t, readAll(startGets(t, j.c, j.url, 1, resolver)))
 	j.wantHits(t, 2)
 }
+
+// TestCoalescedTrailersLoseTheProxysNamespace: the trailers of a shared
+// answer are replayed to every client that joined it, and like the first
+// client's they lose the upstream's x-nora-* (docs/behaviour.md §5.5) and
+// keep the rest.
+func TestCoalescedTrailersLoseTheProxysNamespace(t *testing.T) {
+	release := make(chan struct{})
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		// heldBody's, chunked: an answer of announced length has no trailers.
+		body := patternFor(r.URL.Path, 64<<10)
+		w.Header().Set("Trailer", "X-Nora-Stale, X-Sum")
+		w.Write(body[:16<<10])
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		w.Write(body[16<<10:])
+		w.Header().Set("X-Nora-Stale", "true")
+		w.Header().Set("X-Sum", "1")
+		w.Header().Set(http.TrailerPrefix+"X-Nora-Upstream", "maven:https://elsewhere")
+	})
+	tp := newTestProxy(t, coalesceConfig(up.URL, up.URL), nil)
+	ss := startGets(t, proxyClient(t, tp, nil), up.URL+heldJarPath, 4, nil)
+	close(release)
+	want := digest(patternFor(heldJarPath, 64<<10))
+	for i, d := range readAll(ss) {
+		if d != want {
+			t.Errorf("client %d: %s", i, d)
+		}
+		tr := ss[i].resp.Trailer
+		for k, v := range tr {
+			if strings.HasPrefix(strings.ToLower(k), "x-nora-") {
+				t.Errorf("client %d got the upstream's trailer %s: %q", i, k, v)
+			}
+		}
+		if tr.Get("X-Sum") != "1" {
+			t.Errorf("client %d: the upstream's other trailer did not pass: %v", i, tr)
+		}
+	}
+	if n := up.hits.Load(); n != 1 {
+		t.Errorf("the upstream was asked %d times, want 1", n)
+	}
+}

@@ -498,3 +498,81 @@ proxies = ["%s/maven2"]
 		}
 	})
 }
+
+// h2UpstreamPaths are the intercepted paths to an upstream that speaks
+// HTTP/2, whose requests the shared HTTP/2 pool (dial/h2share.go) carries,
+// from a client on either protocol.
+func h2UpstreamPaths() []exactPath {
+	through := func(h2 bool) func(*testing.T, http.HandlerFunc, int, int, string) (*testProxy, *http.Client, string) {
+		return func(t *testing.T, h http.HandlerFunc, threshold, proxyTimeout int, extra string) (*testProxy, *http.Client, string) {
+			up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.ProtoMajor != 2 {
+					t.Errorf("the upstream was asked over %s, want HTTP/2", r.Proto)
+				}
+				h(w, r)
+			}))
+			up.EnableHTTP2 = true
+			up.StartTLS()
+			t.Cleanup(up.Close)
+			lines, pool := interceptCA(t, up)
+			tp := newTestProxy(t, fmt.Sprintf(`
+[circuit_breaker]
+enabled = true
+failure_threshold = %d
+[registries]
+enable = "maven"
+[maven]
+proxies = ["%s/maven2"]
+proxy_timeout = %d
+[sidecar]
+%s%s`, threshold, up.URL, proxyTimeout, lines, extra), nil)
+			c := proxyClient(t, tp, pool)
+			tr := c.Transport.(*http.Transport)
+			tr.TLSClientConfig.Time = tp.Clock.Now
+			tr.ForceAttemptHTTP2 = h2
+			return tp, c, up.URL
+		}
+	}
+	return []exactPath{
+		{"h2 upstream, client h1", through(false)},
+		{"h2 upstream, client h2", through(true)},
+	}
+}
+
+// TestUpstreamTrailersLoseTheProxysNamespace: trailers are part of the
+// answer, so an upstream's x-nora-* trailers are removed like its x-nora-*
+// headers (docs/behaviour.md §5.5), declared ones and undeclared ones
+// alike, while its other trailers pass. Their values arrive only when the
+// body ends, after the answer's headers were checked: every one of them
+// reached the client.
+func TestUpstreamTrailersLoseTheProxysNamespace(t *testing.T) {
+	h := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Nora-Stale, X-Sum")
+		w.Header().Set("Content-Type", "application/java-archive")
+		w.WriteHeader(200)
+		io.WriteString(w, "jar")
+		w.(http.Flusher).Flush()
+		w.Header().Set("X-Nora-Stale", "true")
+		w.Header().Set("X-Sum", "1")
+		w.Header().Set(http.TrailerPrefix+"X-Nora-Upstream", "maven:https://elsewhere")
+		w.Header().Set(http.TrailerPrefix+"X-Nora-Breaker-State", "open")
+		w.Header().Set(http.TrailerPrefix+"X-Checksum", "abc")
+	}
+	for _, path := range append(exactPaths(), h2UpstreamPaths()...) {
+		t.Run(path.name, func(t *testing.T) {
+			_, c, base := path.start(t, h, 3, 5, "")
+			resp, body := request(t, c, "GET", base+"/maven2/g/a.jar", nil)
+			if resp.StatusCode != 200 || body != "jar" {
+				t.Fatalf("got %d %q", resp.StatusCode, body)
+			}
+			for k, v := range resp.Trailer {
+				if strings.HasPrefix(strings.ToLower(k), "x-nora-") {
+					t.Errorf("the upstream's trailer %s: %q reached the client", k, v)
+				}
+			}
+			if resp.Trailer.Get("X-Sum") != "1" || resp.Trailer.Get("X-Checksum") != "abc" {
+				t.Errorf("the upstream's other trailers did not pass: %v", resp.Trailer)
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nora-breaker/nora-breaker/attempt"
 	"github.com/nora-breaker/nora-breaker/clientconn"
 )
 
@@ -31,8 +32,9 @@ type Options struct {
 // answer, on the plain port and inside intercepted tunnels, HTTP/1 and
 // HTTP/2 (docs/behaviour.md §5.5). It copies exactly the headers resp
 // carries (the caller has removed hop-by-hop headers, and x-nora-* came
-// only from the proxy) and adds none of its own: net/http's Content-Type
-// sniffing and its Date are suppressed for an answer that has neither. The
+// only from the proxy) and its trailers, less the proxy's own namespace,
+// and adds none of its own: net/http's Content-Type sniffing and its Date
+// are suppressed for an answer that has neither. The
 // body is streamed through a pooled buffer and flushed whenever the
 // upstream had less than a buffer's worth ready; a body the upstream breaks
 // off aborts the connection (or stream), so the client never takes a short
@@ -89,7 +91,14 @@ func Answer(w http.ResponseWriter, req *http.Request, resp *http.Response, o Opt
 		// client sees a truncated body, never a short one that looks whole.
 		panic(http.ErrAbortHandler)
 	}
+	// Trailers are an upstream's alone (the proxy sets none), coalesced
+	// clients' copies included, and their values arrive only now, at the
+	// body's end, long after attempt cleaned the answer's headers: this is
+	// where an upstream's x-nora-* trailer is kept from the client.
 	for k, vv := range resp.Trailer {
+		if attempt.OwnHeader(k) {
+			continue
+		}
 		for _, v := range vv {
 			hdr.Add(http.TrailerPrefix+k, v)
 		}
