@@ -26,7 +26,7 @@ func BenchmarkStripHopByHop(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		h := base.Clone()
-		stripHopByHop(h)
+		stripRequestHopByHop(h)
 		addVia(h)
 	}
 }

@@ -42,11 +42,24 @@ func isWebSocketHandshake(h http.Header) bool {
 		httpguts.HeaderValuesContainsToken(h["Upgrade"], "websocket")
 }
 
+// stripRequestHopByHop removes a request's hop-by-hop headers. A websocket
+// handshake keeps Connection and Upgrade, which the upstream needs to switch
+// protocols.
+func stripRequestHopByHop(h http.Header) {
+	stripHopByHop(h, isWebSocketHandshake(h))
+}
+
+// stripAnswerHopByHop removes an answer's hop-by-hop headers, Upgrade and
+// Connection: upgrade included whatever the request was: they pass only on
+// the 101 that answers a handshake (docs/behaviour.md §5.5), which is
+// relayed as it came and never stripped.
+func stripAnswerHopByHop(h http.Header) {
+	stripHopByHop(h, false)
+}
+
 // stripHopByHop removes hop-by-hop headers and every header named in
-// Connection. A websocket handshake keeps Connection and Upgrade, which the
-// upstream needs to switch protocols.
-func stripHopByHop(h http.Header) {
-	ws := isWebSocketHandshake(h)
+// Connection, all but Connection and Upgrade when ws is set.
+func stripHopByHop(h http.Header, ws bool) {
 	for _, v := range h["Connection"] {
 		for _, name := range strings.Split(v, ",") {
 			name = textproto.TrimString(name)

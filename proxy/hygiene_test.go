@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // ixRaw writes raw (a complete request) to the proxy and reads one answer.
@@ -81,6 +83,49 @@ func TestHygieneStripsHopByHop(t *testing.T) {
 	}
 }
 
+// TestHygieneUpgradeOnlyOnA101: Upgrade and Connection: upgrade pass only
+// on the 101 that answers a websocket handshake (docs/behaviour.md §5.5).
+// An upstream's 200 that carries them, and a header its Connection names,
+// reaches the client without them, whether or not the client's request was
+// a handshake: the handshake's exemption is for the request.
+func TestHygieneUpgradeOnlyOnA101(t *testing.T) {
+	h := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "Upgrade, X-Hop")
+		w.Header().Set("Upgrade", "websocket")
+		w.Header().Set("X-Hop", "hop")
+		io.WriteString(w, "jar")
+	}
+	check := func(t *testing.T, resp *http.Response) {
+		t.Helper()
+		if resp == nil || resp.StatusCode != 200 {
+			t.Fatalf("got %v", resp)
+		}
+		for _, k := range []string{"Upgrade", "X-Hop"} {
+			if v := resp.Header.Values(k); len(v) > 0 {
+				t.Errorf("the upstream's 200 reached the client with %s: %q", k, v)
+			}
+		}
+		if httpguts.HeaderValuesContainsToken(resp.Header["Connection"], "upgrade") {
+			t.Errorf("the upstream's 200 reached the client with Connection: %q", resp.Header["Connection"])
+		}
+	}
+	for _, path := range exactPaths() {
+		t.Run(path.name, func(t *testing.T) {
+			_, c, base := path.start(t, h, 3, 5, "")
+			resp, _ := request(t, c, "GET", base+"/maven2/g/a.jar", nil)
+			check(t, resp)
+		})
+	}
+	t.Run("websocket handshake answered 200", func(t *testing.T) {
+		up := newUpstream(t, h)
+		tp := newTestProxy(t, ixMaven(up.URL, true, ""), nil)
+		resp := rawExchange(t, tp, "GET "+up.URL+"/maven2/g/a.jar HTTP/1.1\r\nHost: "+up.Listener.Addr().String()+
+			"\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"+
+			"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+		check(t, resp)
+	})
+}
+
 func TestHygieneLoopDetected(t *testing.T) {
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
 	tp := newTestProxy(t, ixMaven(up.URL, true, ""), nil)
@@ -125,7 +170,7 @@ func TestStripHopByHopTable(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			h := tc.in.Clone()
-			stripHopByHop(h)
+			stripRequestHopByHop(h)
 			for _, k := range tc.gone {
 				if _, ok := h[k]; ok {
 					t.Errorf("%s kept", k)

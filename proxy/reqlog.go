@@ -86,7 +86,7 @@ func (p *Proxy) finish(rec *record, resp *http.Response) *http.Response {
 		p.emit(rec, 0)
 		return resp
 	}
-	stripHopByHop(resp.Header)
+	stripAnswerHopByHop(resp.Header)
 	if resp.Body == nil {
 		resp.Body = http.NoBody
 	}

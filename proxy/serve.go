@@ -162,7 +162,7 @@ func (p *Proxy) forwardUnclassified(req *http.Request, snap *snapshot, rec *reco
 // place: hop-by-hop headers removed, our Via added.
 func prepareOutbound(req *http.Request) {
 	req.RequestURI = ""
-	stripHopByHop(req.Header)
+	stripRequestHopByHop(req.Header)
 	addVia(req.Header)
 	if req.Host == "" {
 		req.Host = req.URL.Host
