@@ -188,13 +188,14 @@ func (f *flight[T]) spoolFor(resp *http.Response) *spool {
 }
 
 // take gives client c its answer, or reports that it cannot share this
-// one (c then fetches for itself).
-func (f *flight[T]) take(c Call) (*http.Response, bool) {
+// one (c then fetches for itself). joined: c is not the client whose
+// request the fetch made.
+func (f *flight[T]) take(c Call, joined bool) (*http.Response, bool) {
 	if f.head == nil || !sameVariant(f.head.Header, f.header, c.Header) {
 		return nil, false
 	}
 	if f.sp != nil {
-		return f.reader(c)
+		return f.reader(c, joined)
 	}
 	g := f.g
 	g.mu.Lock()
@@ -205,13 +206,27 @@ func (f *flight[T]) take(c Call) (*http.Response, bool) {
 		return nil, false
 	}
 	resp := f.orig
+	if joined {
+		// f.head shares the map, which other clients' take still reads.
+		resp.Header = resp.Header.Clone()
+		dropSessions(resp.Header)
+	}
 	resp.Body = newDirectBody(f, c.Ctx, resp.Body)
 	return resp, true
 }
 
+// dropSessions removes from a joined client's copy of the answer the
+// session the upstream opened for the request it was sent: that is the
+// client's whose request it was (docs/behaviour.md §5.9), just as the
+// stale cache keeps no Set-Cookie and another upstream's is dropped.
+func dropSessions(h http.Header) {
+	delete(h, "Set-Cookie")
+	delete(h, "Set-Cookie2")
+}
+
 // reader is c's own copy of a spooled answer. The first client to take it
 // drives the upstream's body; the second hands the body over to the pump.
-func (f *flight[T]) reader(c Call) (*http.Response, bool) {
+func (f *flight[T]) reader(c Call, joined bool) (*http.Response, bool) {
 	g := f.g
 	g.mu.Lock()
 	if f.closed {
@@ -231,6 +246,9 @@ func (f *flight[T]) reader(c Call) (*http.Response, bool) {
 	resp := new(http.Response)
 	*resp = *f.head
 	resp.Header = f.head.Header.Clone()
+	if joined {
+		dropSessions(resp.Header)
+	}
 	resp.Body = newSpoolBody(f, c.Ctx, resp, driver)
 	return resp, true
 }

@@ -153,7 +153,8 @@ type Outcome[T any] struct {
 // pace, while each byte is kept in a spool; from the second client on the
 // body is read at the upstream's pace and each client reads the spool at
 // its own (upstream.go), so a slow client never slows the fetch or the
-// others. A client the answer cannot be shared with (it varies by a header
+// others. The answer's Set-Cookie goes only to the client that started
+// the fetch, whose request the upstream answered (dropSessions). A client the answer cannot be shared with (it varies by a header
 // the client sent otherwise, or there is no room to keep it) gets a fetch
 // of its own: Do then runs fn itself, under the client's own context. The
 // error is non-nil only when the client went away before any answer came.
@@ -189,7 +190,7 @@ func (g *Group[T]) Do(c Call, fn func(context.Context) (*http.Response, T)) (Out
 			return Outcome[T]{}, fmt.Errorf("%w: %w", errClientGone, context.Cause(c.Ctx))
 		}
 	}
-	if resp, ok := f.take(c); ok {
+	if resp, ok := f.take(c, joined); ok {
 		if joined {
 			g.m.coalesced.WithLabelValues(c.Label).Inc()
 		}

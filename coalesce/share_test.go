@@ -309,6 +309,54 @@ func TestTrailerReachesEveryClient(t *testing.T) {
 	})
 }
 
+// TestSetCookieOnlyForTheLeader: the answer's Set-Cookie goes to the client
+// whose request the fetch made, never to one that joined it, whether the
+// answer is shared through a spool or (no spool file) goes to one client
+// only, which may be one that joined.
+func TestSetCookieOnlyForTheLeader(t *testing.T) {
+	for _, dir := range []string{"spool", "missing"} {
+		t.Run(dir, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				root := t.TempDir()
+				if dir == "missing" {
+					root = filepath.Join(root, "missing")
+				}
+				g, err := New[string](Options{Dir: root, Logger: zerolog.Nop()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				f := newFetch(headBytes + 1)
+				f.header["Set-Cookie"] = []string{"SESSION=1; Path=/"}
+				f.header["Set-Cookie2"] = []string{"OLD=1"}
+				wait := clients(g, f, "k", 3, nil)
+				synctest.Wait()
+				close(f.gate)
+				joined := 0
+				for i, r := range wait() {
+					if r.err != nil || r.readE != nil || r.digest != digestOf(headBytes+1) {
+						t.Fatalf("client %d: %v %v", i, r.err, r.readE)
+					}
+					h := r.out.Resp.Header
+					has := h.Get("Set-Cookie") != "" || h.Get("Set-Cookie2") != ""
+					if r.out.Joined {
+						joined++
+					}
+					if has == r.out.Joined {
+						t.Errorf("client %d (joined %v, %s): Set-Cookie %q, Set-Cookie2 %q", i, r.out.Joined, r.out.Value,
+							h.Values("Set-Cookie"), h.Values("Set-Cookie2"))
+					}
+					if h.Get("Content-Type") == "" {
+						t.Errorf("client %d lost the answer's other headers: %v", i, h)
+					}
+				}
+				if dir == "spool" && joined != 2 {
+					t.Errorf("%d clients joined, want 2", joined)
+				}
+			})
+		})
+	}
+}
+
 // trailing fills its answer's trailer at EOF, as net/http's transport does.
 type trailing struct {
 	*source

@@ -407,3 +407,36 @@ func TestCoalescedTrailersLoseTheProxysNamespace(t *testing.T) {
 		t.Errorf("the upstream was asked %d times, want 1", n)
 	}
 }
+
+// TestCoalescedSetCookieOnlyToTheLeader: a session the upstream opens
+// (Set-Cookie) answers the one request it was sent, so of the anonymous
+// clients sharing that fetch only the one whose request it was gets it;
+// the others get the same answer without it (docs/behaviour.md §5.9), as
+// the stale cache keeps none (§6) and another upstream's is dropped (§5.4).
+func TestCoalescedSetCookieOnlyToTheLeader(t *testing.T) {
+	release := make(chan struct{})
+	held := heldBody(64<<10, release)
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Set-Cookie", "SESSION=s1; Path=/; HttpOnly")
+		held(w, r)
+	})
+	tp := newTestProxy(t, coalesceConfig(up.URL, up.URL), nil)
+	ss := startGets(t, proxyClient(t, tp, nil), up.URL+heldJarPath, 4, nil)
+	close(release)
+	want := digest(patternFor(heldJarPath, 64<<10))
+	with := 0
+	for i, d := range readAll(ss) {
+		if d != want {
+			t.Errorf("client %d: %s", i, d)
+		}
+		if len(ss[i].resp.Header.Values("Set-Cookie")) > 0 {
+			with++
+		}
+	}
+	if n := up.hits.Load(); n != 1 {
+		t.Fatalf("the upstream was asked %d times, want 1", n)
+	}
+	if with != 1 {
+		t.Errorf("the upstream's one Set-Cookie reached %d of the 4 clients, want 1 (its own)", with)
+	}
+}
