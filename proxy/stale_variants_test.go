@@ -1,8 +1,11 @@
 package proxy
 
 import (
+	"bytes"
 	"io"
+	"io/fs"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -77,5 +80,57 @@ func TestStaleGzipCopyNeverReachesAClientThatDidNotAskForIt(t *testing.T) {
 	}
 	if resp, _ := request(t, e.c, "GET", url, gz); resp.Header.Get("X-Nora-Stale") != "true" || resp.Header.Get("Content-Encoding") != "gzip" {
 		t.Fatalf("gzip client: %d %v, want the stale gzip copy", resp.StatusCode, resp.Header)
+	}
+}
+
+// TestStaleVaryByCredentialsKeepsThemOffDisk: an upstream answer with
+// Vary: Authorization, Cookie must not make the stale cache write the
+// client's credentials into stale_dir in clear (docs/behaviour.md §6, §10):
+// the copy records a digest of each value it varies by. During an outage
+// the copy still goes only to a request with the same credentials.
+func TestStaleVaryByCredentialsKeepsThemOffDisk(t *testing.T) {
+	for _, mode := range []string{"isolate", "share"} {
+		t.Run(mode, func(t *testing.T) {
+			var down atomic.Bool
+			up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				if down.Load() {
+					http.Error(w, "down", http.StatusBadGateway)
+					return
+				}
+				w.Header().Set("Vary", "Authorization, Cookie")
+				io.WriteString(w, "jar")
+			})
+			base := up.URL + "/m2"
+			dir := filepath.Join(t.TempDir(), "stale")
+			tp := newTestProxy(t, staleModeConfig(base, dir, mode), nil)
+			c := proxyClient(t, tp, nil)
+			hdr := fbHeader("Authorization", "Bearer s3cr3t-token-value", "Cookie", "session=c00kie-value")
+			url := base + "/g/a.jar"
+			if resp, body := request(t, c, "GET", url, hdr); resp.StatusCode != 200 || body != "jar" {
+				t.Fatalf("got %d %q", resp.StatusCode, body)
+			}
+			fbWaitStored(t, tp, "maven", url, hdr)
+			err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+				if err != nil || d.IsDir() {
+					return err
+				}
+				b, err := os.ReadFile(p)
+				if bytes.Contains(b, []byte("s3cr3t-token-value")) || bytes.Contains(b, []byte("c00kie-value")) {
+					t.Errorf("the client's credentials are kept in clear in %s: %s", p, b)
+				}
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			down.Store(true)
+			if resp, _ := request(t, c, "GET", url, hdr); resp.Header.Get("X-Nora-Stale") != "true" {
+				t.Errorf("the same credentials during the outage: %d, want the stale copy", resp.StatusCode)
+			}
+			other := fbHeader("Authorization", "Bearer another-token", "Cookie", "session=c00kie-value")
+			if resp, _ := request(t, c, "GET", url, other); resp.Header.Get("X-Nora-Stale") != "" {
+				t.Errorf("other credentials were served the copy: %d", resp.StatusCode)
+			}
+		})
 	}
 }

@@ -162,7 +162,12 @@ func FuzzLoadMeta(f *testing.F) {
 	// client's copy, a variant, a compressed body.
 	for _, mutate := range []func(*meta){
 		func(m *meta) { m.Cred = "abc" },
-		func(m *meta) { m.Header.Set("Vary", "Accept"); m.Vary = map[string]string{"Accept": "text/html"} },
+		func(m *meta) {
+			m.Header.Set("Vary", "Accept")
+			m.VarySHA256 = map[string]string{"Accept": strings.Repeat("0", 64)}
+		},
+		// An older version's, with the value in clear: refused.
+		func(m *meta) { m.Header.Set("Vary", "Accept"); m.ClearVary = map[string]string{"Accept": "text/html"} },
 		func(m *meta) { m.Header.Set("Content-Encoding", "gzip") },
 	} {
 		m := validMeta(key, body, 5)

@@ -50,9 +50,14 @@ type meta struct {
 	Cred string `json:"cred,omitempty"`
 	// HeadLength is the Content-Length a kept HEAD answer announced.
 	HeadLength int64 `json:"head_length,omitempty"`
-	// Vary holds the storing request's values of the headers the answer
-	// varies by (its Vary header, Accept-Encoding aside); see variantMatches.
-	Vary map[string]string `json:"vary,omitempty"`
+	// VarySHA256 holds digests of the storing request's values of the
+	// headers the answer varies by (its Vary header, Accept-Encoding
+	// aside); see variantMatches.
+	VarySHA256 map[string]string `json:"vary_sha256,omitempty"`
+	// ClearVary is where versions before VarySHA256 kept those values, in
+	// clear (credentials included). It is never written; a file that has
+	// it is dropped at load, which removes the values from the disk.
+	ClearVary map[string]string `json:"vary,omitempty"`
 }
 
 // keyHash is the hex SHA-256 of a cache key: the on-disk name of its entry.
@@ -97,8 +102,11 @@ func decodeMeta(data []byte, hash string) (*meta, error) {
 			}
 		}
 	}
-	for k, v := range m.Vary {
-		if !httpguts.ValidHeaderFieldName(k) || !httpguts.ValidHeaderFieldValue(v) {
+	if len(m.ClearVary) > 0 {
+		return nil, fmt.Errorf("%w: vary values in clear (an older version's)", errBadMeta)
+	}
+	for k, v := range m.VarySHA256 {
+		if !httpguts.ValidHeaderFieldName(k) || !validHash(v) {
 			return nil, fmt.Errorf("%w: vary header", errBadMeta)
 		}
 	}

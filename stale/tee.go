@@ -55,7 +55,7 @@ func (c *Cache) Store(ref Ref, resp *http.Response) {
 			storedAt:   c.now(),
 			cred:       ref.Cred,
 			headLength: headLength(ref, resp),
-			vary:       varyValues(resp.Header, ref.header),
+			varySHA256: varyDigests(resp.Header, ref.header),
 		},
 		want:   want,
 		limit:  c.bodyLimit(resp.StatusCode),
@@ -83,7 +83,7 @@ type pending struct {
 	hash       string
 	cred       string
 	headLength int64
-	vary       map[string]string
+	varySHA256 map[string]string
 	status     int
 	header     http.Header
 	size       int64

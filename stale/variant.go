@@ -14,11 +14,16 @@ import (
 // answer to (docs/behaviour.md §6): its Content-Encoding must be one the
 // request accepts, and the request's values of every other header the
 // answer's Vary names must equal those of the request that stored it.
+//
+// Those values are kept as digests, never in clear: the .meta file is at
+// rest in stale_dir, and an upstream may vary by Authorization, Cookie or
+// any other header that carries a secret (§10), configured as one or not.
+// Equal digests are equal values, which is all the match needs.
 
-// varyValues records, for each header resp varies by (Accept-Encoding
-// aside, which is judged by the stored Content-Encoding), the request's
-// value.
-func varyValues(resp http.Header, req http.Header) map[string]string {
+// varyDigests records, for each header resp varies by (Accept-Encoding
+// aside, which is judged by the stored Content-Encoding), a digest of the
+// request's value.
+func varyDigests(resp http.Header, req http.Header) map[string]string {
 	var out map[string]string
 	for _, name := range varyNames(resp) {
 		if name == "Accept-Encoding" {
@@ -27,9 +32,16 @@ func varyValues(resp http.Header, req http.Header) map[string]string {
 		if out == nil {
 			out = map[string]string{}
 		}
-		out[name] = normalValue(req, name)
+		out[name] = valueDigest(req, name)
 	}
 	return out
+}
+
+// valueDigest is the hex SHA-256 of a header's normalValue, as the key
+// digests credentials (key.go).
+func valueDigest(h http.Header, name string) string {
+	sum := sha256.Sum256([]byte(normalValue(h, name)))
+	return hex.EncodeToString(sum[:])
 }
 
 // variantMatches reports whether a request with headers req may be served
@@ -39,8 +51,8 @@ func variantMatches(m *meta, req http.Header) bool {
 		!acceptsEncoding(req, enc) {
 		return false
 	}
-	for name, want := range m.Vary {
-		if normalValue(req, name) != want {
+	for name, want := range m.VarySHA256 {
+		if valueDigest(req, name) != want {
 			return false
 		}
 	}

@@ -3,9 +3,12 @@ package stale
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -132,4 +135,101 @@ func TestNegativeAnswersAreKept(t *testing.T) {
 		t.Fatalf("the 200 did not replace the young 404: %+v", e)
 	}
 	e.Body.Close()
+}
+
+// secretsOnDisk lists the files under dir that hold any of secrets.
+func secretsOnDisk(t *testing.T, dir string, secrets ...string) []string {
+	t.Helper()
+	var out []string
+	for _, name := range filesIn(t, dir) {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range secrets {
+			if strings.Contains(string(b), s) {
+				out = append(out, name+" holds "+s)
+			}
+		}
+	}
+	return out
+}
+
+// TestVaryByCredentialsKeepsThemOffDisk: an answer that varies by the
+// request's credentials (or any other header) records a digest of each
+// value, never the value: the .meta file is at rest in stale_dir, and the
+// key itself only ever holds a digest of credentials (docs/behaviour.md §6,
+// §10). The digest still tells requests apart.
+func TestVaryByCredentialsKeepsThemOffDisk(t *testing.T) {
+	dir := t.TempDir()
+	c, _ := newTestCache(t, Options{Dir: dir})
+	// share: the key ignores credentials, so only Vary keeps these apart.
+	p := Policy{Mode: modeShare}
+	sent := []string{"Authorization", "Bearer s3cr3t-token", "Cookie", "session=c00kie", "X-Api-Key", "k3y-value"}
+	ref, _ := p.For(requestWith(sent...), "go")
+	storeFor(t, c, ref, 200, http.Header{"Vary": {"Authorization, Cookie", "X-Api-Key"}}, "payload")
+	if _, n := c.Stats(); n != 1 {
+		t.Fatalf("%d entries stored", n)
+	}
+	if leaks := secretsOnDisk(t, dir, "s3cr3t-token", "c00kie", "k3y-value"); len(leaks) > 0 {
+		t.Fatalf("credentials kept in clear: %v", leaks)
+	}
+	for _, tc := range []struct {
+		name string
+		kv   []string
+		want bool
+	}{
+		{"the same credentials", sent, true},
+		{"another token", []string{"Authorization", "Bearer other", "Cookie", "session=c00kie", "X-Api-Key", "k3y-value"}, false},
+		{"another cookie", []string{"Authorization", "Bearer s3cr3t-token", "Cookie", "session=other", "X-Api-Key", "k3y-value"}, false},
+		{"no credentials", nil, false},
+	} {
+		asked, _ := p.For(requestWith(tc.kv...), "go")
+		e, hit := c.Find(asked)
+		if hit {
+			e.Body.Close()
+		}
+		if hit != tc.want {
+			t.Errorf("%s: served = %v, want %v", tc.name, hit, tc.want)
+		}
+	}
+}
+
+// TestVaryValuesKeptInClearByAnOlderVersionAreDropped: a .meta written
+// before Vary values were digested holds them in clear, credentials
+// included. Open drops such an entry (its files go), so no credential of
+// an older version stays at rest and no copy is matched by a clear value.
+func TestVaryValuesKeptInClearByAnOlderVersionAreDropped(t *testing.T) {
+	dir := t.TempDir()
+	first, _ := newTestCache(t, Options{Dir: dir})
+	ref, _ := forMode(requestWith("Authorization", "Bearer s3cr3t-token"), "go", modeShare)
+	storeFor(t, first, ref, 200, http.Header{"Vary": {"Authorization"}}, "payload")
+	first.Close()
+
+	// Rewrite the entry as the older version wrote it.
+	path := filepath.Join(entryDir(dir, ref.Key), keyHash(ref.Key)+metaSuffix)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	delete(m, "vary_sha256")
+	m["vary"] = map[string]string{"Authorization": "Bearer s3cr3t-token"}
+	data, _ = json.Marshal(m)
+	writeFile(t, path, string(data))
+
+	second, _ := newTestCache(t, Options{Dir: dir})
+	if e, hit := second.Find(ref); hit {
+		e.Body.Close()
+		t.Error("a copy matched by a value kept in clear was served")
+	}
+	if _, n := second.Stats(); n != 0 {
+		t.Errorf("%d entries loaded", n)
+	}
+	if leaks := secretsOnDisk(t, dir, "s3cr3t-token"); len(leaks) > 0 {
+		t.Errorf("an older version's clear credential survived Open: %v", leaks)
+	}
 }
