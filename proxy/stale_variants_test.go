@@ -134,3 +134,31 @@ func TestStaleVaryByCredentialsKeepsThemOffDisk(t *testing.T) {
 		})
 	}
 }
+
+// TestStaleCopyInTwoCodingsNeedsBoth: a copy coded gzip then br, stored
+// with the codings on two Content-Encoding lines or on one, is served
+// during an outage only to a client that reads both (docs/behaviour.md §6).
+func TestStaleCopyInTwoCodingsNeedsBoth(t *testing.T) {
+	for name, codings := range map[string][]string{"two lines": {"gzip", "br"}, "one line": {"gzip, br"}} {
+		t.Run(name, func(t *testing.T) {
+			e := newStaleEnv(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header()["Content-Encoding"] = codings
+				io.WriteString(w, "\x0b\x02\x80brotli of gzip")
+			})
+			url := e.base + "/g/a/1/a-1.pom"
+			both := fbHeader("Accept-Encoding", "gzip, br")
+			if resp, _ := request(t, e.c, "GET", url, both); resp.StatusCode != 200 {
+				t.Fatalf("priming: %d", resp.StatusCode)
+			}
+			// "*" admits any coding: the copy is there once this finds it.
+			fbWaitStored(t, e.tp, "maven", url, fbHeader("Accept-Encoding", "*"))
+			e.down.Store(true)
+			if resp, _ := request(t, e.c, "GET", url, fbHeader("Accept-Encoding", "gzip")); resp.Header.Get("X-Nora-Stale") != "" {
+				t.Errorf("a client that reads gzip alone was served the copy coded %q", resp.Header.Values("Content-Encoding"))
+			}
+			if resp, _ := request(t, e.c, "GET", url, both); resp.Header.Get("X-Nora-Stale") != "true" {
+				t.Errorf("the client that stored the copy, asking the same, is not served it during the outage: %d", resp.StatusCode)
+			}
+		})
+	}
+}

@@ -11,8 +11,8 @@ import (
 )
 
 // A stored answer is only served to a request it could have been the
-// answer to (docs/behaviour.md §6): its Content-Encoding must be one the
-// request accepts, and the request's values of every other header the
+// answer to (docs/behaviour.md §6): each of its content codings must be one
+// the request accepts, and the request's values of every other header the
 // answer's Vary names must equal those of the request that stored it.
 //
 // Those values are kept as digests, never in clear: the .meta file is at
@@ -47,8 +47,7 @@ func valueDigest(h http.Header, name string) string {
 // variantMatches reports whether a request with headers req may be served
 // the stored answer m.
 func variantMatches(m *meta, req http.Header) bool {
-	if enc := m.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") &&
-		!acceptsEncoding(req, enc) {
+	if !acceptsCodings(req, m.Header) {
 		return false
 	}
 	for name, want := range m.VarySHA256 {
@@ -95,6 +94,23 @@ func normalValue(h http.Header, name string) string {
 		}
 	}
 	return strings.Join(parts, ",")
+}
+
+// acceptsCodings reports whether a request with headers req can read a
+// body coded as stored says: a body coded twice ("gzip, br", or gzip and
+// br on two lines) needs a client that decodes every coding, so each one
+// of every Content-Encoding line must be acceptable (identity is no
+// coding).
+func acceptsCodings(req, stored http.Header) bool {
+	for _, v := range stored.Values("Content-Encoding") {
+		for enc := range strings.SplitSeq(v, ",") {
+			enc = strings.TrimSpace(enc)
+			if enc != "" && !strings.EqualFold(enc, "identity") && !acceptsEncoding(req, enc) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // acceptsEncoding reports whether Accept-Encoding in h admits enc: named

@@ -233,3 +233,40 @@ func TestVaryValuesKeptInClearByAnOlderVersionAreDropped(t *testing.T) {
 		t.Errorf("an older version's clear credential survived Open: %v", leaks)
 	}
 }
+
+// TestACopyInSeveralCodingsNeedsEveryOne: a body coded twice (gzip, then
+// br) can only be decoded by a client that reads both, whether the stored
+// Content-Encoding lists them on one line or on two (docs/behaviour.md §6).
+func TestACopyInSeveralCodingsNeedsEveryOne(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		stored []string // Content-Encoding lines of the copy
+		asked  string   // Accept-Encoding of the request
+		want   bool
+	}{
+		{"two lines, gzip alone", []string{"gzip", "br"}, "gzip", false},
+		{"two lines, br alone", []string{"gzip", "br"}, "br", false},
+		{"two lines, both", []string{"gzip", "br"}, "gzip, br", true},
+		{"two lines, anything", []string{"gzip", "br"}, "*", true},
+		{"two lines, br refused", []string{"gzip", "br"}, "gzip, *, br;q=0", false},
+		{"one line, gzip alone", []string{"gzip, br"}, "gzip", false},
+		{"one line, both", []string{"gzip, br"}, "br, gzip", true},
+		{"one line, names in another case", []string{"GZIP, Br"}, "gzip, br", true},
+		{"identity among them", []string{"identity, gzip"}, "gzip", true},
+		{"empty items", []string{" , gzip,"}, "gzip", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := newTestCache(t, Options{})
+			stored, _ := forMode(requestWith("Accept-Encoding", "gzip, br"), "go", modeIsolate)
+			storeFor(t, c, stored, 200, http.Header{"Content-Encoding": tc.stored}, "coded twice")
+			asked, _ := forMode(requestWith("Accept-Encoding", tc.asked), "go", modeIsolate)
+			e, hit := c.Find(asked)
+			if hit {
+				e.Body.Close()
+			}
+			if hit != tc.want {
+				t.Fatalf("Content-Encoding %q, Accept-Encoding %q: served = %v, want %v", tc.stored, tc.asked, hit, tc.want)
+			}
+		})
+	}
+}
