@@ -342,3 +342,55 @@ stale_dir = %q
 		t.Fatalf("%v stale copies served, want 4+5+4+2 = 15", served)
 	}
 }
+
+// TestDockerStaleManifestByDigestMatchesItsBytes: a registry whose
+// Docker-Content-Digest names other bytes than the manifest it sends (a
+// broken or hostile upstream) must not make the stale cache serve those
+// bytes to a GET by that digest during an outage: a digest names the bytes
+// (docs/behaviour.md §6.1). The copy still answers its tag.
+func TestDockerStaleManifestByDigestMatchesItsBytes(t *testing.T) {
+	const body = `{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","layers":[]}`
+	claimed := sha256.Sum256([]byte("some other manifest"))
+	claimedDigest := "sha256:" + hex.EncodeToString(claimed[:])
+	var down atomic.Bool
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		if strings.Contains(r.URL.Path, "/manifests/") {
+			w.Header().Set("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+			w.Header().Set("Docker-Content-Digest", claimedDigest)
+			io.WriteString(w, body)
+			return
+		}
+		io.WriteString(w, "{}")
+	})
+	tp := newTestProxy(t, fmt.Sprintf(`
+[circuit_breaker]
+enabled = true
+failure_threshold = 3
+[registries]
+enable = "docker"
+[[docker.upstreams]]
+url = %q
+[sidecar]
+stale_dir = %q
+`, up.URL, filepath.Join(t.TempDir(), "stale")), nil)
+	c := proxyClient(t, tp, nil)
+	accept := http.Header{"Accept": {"application/vnd.oci.image.manifest.v1+json"}}
+	tag := up.URL + "/v2/library/app/manifests/latest"
+	if resp, got := request(t, c, "GET", tag, accept); resp.StatusCode != 200 || got != body {
+		t.Fatalf("by tag: %d %q", resp.StatusCode, got)
+	}
+	testkit.PollUntil(t, 10*time.Second, func() bool { _, n := tp.stale.Stats(); return n >= 1 })
+	down.Store(true)
+	if resp, got := request(t, c, "GET", up.URL+"/v2/library/app/manifests/"+claimedDigest, accept); resp.StatusCode == 200 {
+		sum := sha256.Sum256([]byte(got))
+		t.Errorf("manifest by digest %s during the outage: 200 (stale %q) with bytes that hash to sha256:%s",
+			claimedDigest, resp.Header.Get("X-Nora-Stale"), hex.EncodeToString(sum[:]))
+	}
+	if resp, got := request(t, c, "GET", tag, accept); resp.Header.Get("X-Nora-Stale") != "true" || got != body {
+		t.Errorf("by tag during the outage: %d %q, want the stale copy", resp.StatusCode, got)
+	}
+}

@@ -299,7 +299,8 @@ func (c *Cache) Has(ref Ref) bool {
 // matchLocked finds the copy for ref: its own, else a docker copy by
 // meaning. c.mu must be held.
 func (c *Cache) matchLocked(ref Ref) (match, bool) {
-	if it, ok := c.index[ref.Key]; ok && ref.servable(it.meta.Cred) && variantMatches(it.meta, ref.header) {
+	if it, ok := c.index[ref.Key]; ok && ref.servable(it.meta.Cred) && variantMatches(it.meta, ref.header) &&
+		ref.bytesNamed(it.meta) {
 		return match{it: it, storedAt: it.meta.StoredAt}, true
 	}
 	return c.dockerMatchLocked(ref)

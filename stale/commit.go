@@ -21,7 +21,8 @@ func (c *Cache) commit(p *pending) error {
 		return err
 	}
 	m := &meta{Version: metaVersion, Key: p.claim.key, Status: p.status, Header: p.header,
-		Size: p.size, StoredAt: p.storedAt, Body: bodyName, Cred: p.cred, VarySHA256: p.varySHA256, HeadLength: p.headLength}
+		Size: p.size, StoredAt: p.storedAt, Body: bodyName, Cred: p.cred, VarySHA256: p.varySHA256, HeadLength: p.headLength,
+		BodySHA256: p.bodySHA256}
 	metaTmp, err := writeMetaTemp(filepath.Dir(bodyPath), p.hash, m)
 	if err != nil {
 		os.Remove(bodyPath)

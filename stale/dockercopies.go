@@ -18,7 +18,9 @@ import (
 //     media type the request's Accept admits is a right answer for it;
 //   - a manifest by digest: any stored manifest of the repository whose
 //     Docker-Content-Digest is that digest (content-addressed: the same
-//     bytes), also one fetched by tag;
+//     bytes), also one fetched by tag. The registry's header is only a
+//     claim: a copy is filed under a digest only when its body hashes to
+//     it, and never under one the cache cannot check;
 //   - a manifest by tag that only a HEAD stored: the HEAD's
 //     Docker-Content-Digest names the manifest, whose copy by digest holds
 //     the bytes the tag stood for when the HEAD was answered;
@@ -117,7 +119,7 @@ type itemSet map[*item]struct{}
 // dockerIndex finds docker copies by meaning. Guarded by Cache.mu.
 type dockerIndex struct {
 	families map[string]itemSet // dockerName.family → copies
-	digests  map[string]itemSet // dockerName.digestName → GET copies answered 200
+	digests  map[string]itemSet // dockerName.digestName → GET copies answered 200, by the digest of their bytes
 	roots    map[string]itemSet // registry root → copies of tokenless requests
 }
 
@@ -139,7 +141,7 @@ func (d *dockerIndex) names(it *item) []struct {
 		name string
 	}
 	out := []entry{{d.families, n.family()}}
-	if dg := manifestDigestOf(it.meta); dg != "" && n.repo != "" && !n.head && it.meta.Status == http.StatusOK {
+	if dg := filedDigest(it.meta); dg != "" && n.repo != "" && !n.head && it.meta.Status == http.StatusOK {
 		out = append(out, entry{d.digests, n.digestName(dg)})
 	}
 	if n.who == "" {
@@ -170,14 +172,31 @@ func (d *dockerIndex) remove(it *item) {
 	}
 }
 
-// manifestDigestOf is the stored answer's Docker-Content-Digest when it is
-// a sha256 digest, else "".
-func manifestDigestOf(m *meta) string {
-	d := m.Header.Get("Docker-Content-Digest")
-	if algo, hexSum, ok := strings.Cut(d, ":"); ok && algo == "sha256" && validHash(hexSum) {
+// claimedDigest is the stored answer's Docker-Content-Digest when it is a
+// sha256 digest, else "": what the registry says the manifest's bytes hash
+// to (a HEAD's copy has no bytes to check it against).
+func claimedDigest(m *meta) string {
+	if d := m.Header.Get("Docker-Content-Digest"); validDigest(d) {
 		return d
 	}
 	return ""
+}
+
+// filedDigest is the digest a manifest copy is found by: its
+// Docker-Content-Digest, when its body hashes to it; else "" (a digest
+// names the bytes, docs/behaviour.md §6.1).
+func filedDigest(m *meta) string {
+	if d := claimedDigest(m); d != "" && d == m.BodySHA256 {
+		return d
+	}
+	return ""
+}
+
+// manifestCopy reports whether m is a docker manifest GET's successful
+// copy, whose body's digest it records.
+func manifestCopy(m *meta) bool {
+	n, ok := parseDockerName(m.Key)
+	return ok && n.repo != "" && !n.head && m.Status >= 200 && m.Status <= 299
 }
 
 // match is the copy Find serves: the copy whose status, headers and body
@@ -217,10 +236,10 @@ func (c *Cache) dockerMatchLocked(ref Ref) (match, bool) {
 		headOf := n
 		headOf.head = true
 		named := func(it *item) bool {
-			return it.meta.Status == http.StatusOK && manifestDigestOf(it.meta) != "" && ref.servable(it.meta.Cred)
+			return it.meta.Status == http.StatusOK && claimedDigest(it.meta) != "" && ref.servable(it.meta.Cred)
 		}
 		if h := newest(c.dock.families[headOf.family()], named); h != nil {
-			if it := newest(c.dock.digests[n.digestName(manifestDigestOf(h.meta))], fits); it != nil {
+			if it := newest(c.dock.digests[n.digestName(claimedDigest(h.meta))], fits); it != nil {
 				return match{it: it, storedAt: h.meta.StoredAt}, true
 			}
 		}
@@ -232,11 +251,12 @@ func (c *Cache) dockerMatchLocked(ref Ref) (match, bool) {
 }
 
 // answers reports whether the stored copy it may answer ref: whoever
-// stored it may be served to ref's requester, its variant matches, and a
-// manifest's media type is one ref's Accept admits (an error or a 404 says
-// the same whatever was accepted).
+// stored it may be served to ref's requester, its variant matches, its
+// bytes are those a digest ref names, and a manifest's media type is one
+// ref's Accept admits (an error or a 404 says the same whatever was
+// accepted).
 func (c *Cache) answers(ref Ref, it *item) bool {
-	if !ref.servable(it.meta.Cred) || !variantMatches(it.meta, ref.header) {
+	if !ref.servable(it.meta.Cred) || !variantMatches(it.meta, ref.header) || !ref.bytesNamed(it.meta) {
 		return false
 	}
 	if it.meta.Status < 200 || it.meta.Status > 299 {

@@ -3,9 +3,12 @@ package stale
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -279,4 +282,108 @@ func TestNoStaleAnswerWithoutAStoredOne(t *testing.T) {
 	if resp == nil || resp.StatusCode != 200 || resp.Header.Get("Docker-Distribution-Api-Version") != "registry/2.0" {
 		t.Errorf("ping of a registry that needs no token: %v %v", statusLine(resp), headerOf(resp))
 	}
+}
+
+// A digest names the bytes (docs/behaviour.md §6.1): a manifest copy is
+// found by a digest only if its body hashes to it. A registry whose
+// Docker-Content-Digest names other bytes keeps its copy under the tag it
+// was asked by, never under that digest; an answer by digest whose bytes
+// differ is not kept, and does not replace the right copy.
+func TestAManifestIsFoundByADigestOnlyIfItsBytesHashToIt(t *testing.T) {
+	other := sha256.Sum256([]byte("some other manifest"))
+	claimed := "sha256:" + hex.EncodeToString(other[:])
+	byDigest := func(d string) *http.Request {
+		return dockerReq(http.MethodGet, "https://reg.test/v2/team/app/manifests/"+d, "anon-token", ctrAccept)
+	}
+	t.Run("by tag, claiming another digest", func(t *testing.T) {
+		c, _ := newTestCache(t, Options{})
+		h := manifestHeader()
+		h.Set("Docker-Content-Digest", claimed)
+		keep(t, c, dockerReq(http.MethodGet, tagURL, "anon-token", skopeoAccept), http.StatusOK, h, testManifest)
+		if resp, body := served(t, c, byDigest(claimed)); resp != nil {
+			t.Errorf("GET by %s was served %s %q, bytes of %s", claimed, resp.Status, body, manifestDigest())
+		}
+		// A HEAD of the tag that names the digest finds nothing either.
+		hh := h.Clone()
+		hh.Set("Content-Length", strconv.Itoa(len(testManifest)))
+		head, _ := dockerPolicy().For(dockerReq(http.MethodHead, "https://reg.test/v2/team/app/manifests/2", "anon-token", ctrAccept), "docker")
+		resp := &http.Response{StatusCode: 200, Header: hh, Body: http.NoBody, ContentLength: int64(len(testManifest))}
+		c.Store(head.HeadRef(), resp)
+		resp.Body.Close()
+		c.commits.Wait()
+		if resp, _ := served(t, c, dockerReq(http.MethodGet, "https://reg.test/v2/team/app/manifests/2", "anon-token", ctrAccept)); resp != nil {
+			t.Errorf("GET of a tag whose HEAD named %s was served %s", claimed, resp.Status)
+		}
+		if resp, body := served(t, c, dockerReq(http.MethodGet, tagURL, "anon-token", skopeoAccept)); resp == nil || body != testManifest {
+			t.Errorf("the copy is no longer served by its own tag: %v", statusLine(resp))
+		}
+	})
+	t.Run("by digest, other bytes", func(t *testing.T) {
+		c, _ := newTestCache(t, Options{})
+		keep(t, c, byDigest(manifestDigest()), http.StatusOK, manifestHeader(), testManifest)
+		keep(t, c, byDigest(manifestDigest()), http.StatusOK, manifestHeader(), `{"schemaVersion":2,"tampered":true}`)
+		if resp, body := served(t, c, byDigest(manifestDigest())); resp == nil || body != testManifest {
+			t.Errorf("GET by digest after an answer of other bytes: %v %q, want the right copy", statusLine(resp), body)
+		}
+		keep(t, c, byDigest(claimed), http.StatusOK, manifestHeader(), testManifest)
+		if resp, _ := served(t, c, byDigest(claimed)); resp != nil {
+			t.Errorf("GET by %s was served bytes that hash to %s", claimed, manifestDigest())
+		}
+	})
+	t.Run("copies written before digests were recorded", func(t *testing.T) {
+		// An older version kept no body_sha256 and checked nothing: Open
+		// hashes a manifest copy's bytes, so an honest copy is still found
+		// by its digest and one holding other bytes is not.
+		dir := t.TempDir()
+		first, _ := newTestCache(t, Options{Dir: dir})
+		tagReq := dockerReq(http.MethodGet, tagURL, "anon-token", skopeoAccept)
+		keep(t, first, tagReq, http.StatusOK, manifestHeader(), testManifest)
+		keep(t, first, byDigest(manifestDigest()), http.StatusOK, manifestHeader(), testManifest)
+		first.Close()
+		asOlderVersion := func(req *http.Request, body string) {
+			ref, _ := dockerPolicy().For(req, "docker")
+			path := filepath.Join(entryDir(dir, ref.Key), keyHash(ref.Key)+metaSuffix)
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m map[string]any
+			if err := json.Unmarshal(data, &m); err != nil {
+				t.Fatal(err)
+			}
+			delete(m, "body_sha256")
+			data, _ = json.Marshal(m)
+			writeFile(t, path, string(data))
+			if body != "" {
+				writeFile(t, filepath.Join(filepath.Dir(path), m["body"].(string)), body)
+			}
+		}
+		asOlderVersion(tagReq, "")
+		// Other bytes of the same length, as an older version kept them.
+		asOlderVersion(byDigest(manifestDigest()), strings.Replace(testManifest, "layers", "layerz", 1))
+		second, _ := newTestCache(t, Options{Dir: dir})
+		if resp, body := served(t, second, byDigest(manifestDigest())); resp == nil || body != testManifest {
+			t.Errorf("GET by digest after a restart: %v %q, want the copy the tag stored", statusLine(resp), body)
+		}
+		if resp, body := served(t, second, tagReq); resp == nil || body != testManifest {
+			t.Errorf("the older copy is no longer served by its tag: %v", statusLine(resp))
+		}
+		// Without the tag's copy, the tampered one by digest is no answer.
+		second.Close()
+		ref, _ := dockerPolicy().For(tagReq, "docker")
+		if err := os.Remove(filepath.Join(entryDir(dir, ref.Key), keyHash(ref.Key)+metaSuffix)); err != nil {
+			t.Fatal(err)
+		}
+		third, _ := newTestCache(t, Options{Dir: dir})
+		if resp, body := served(t, third, byDigest(manifestDigest())); resp != nil {
+			t.Errorf("an older copy whose bytes are others was served by digest: %s %q", resp.Status, body)
+		}
+	})
+	t.Run("digests the cache cannot check", func(t *testing.T) {
+		for _, d := range []string{"sha512:" + strings.Repeat("a", 128), "sha256:xyz", "sha256:" + strings.Repeat("A", 64)} {
+			if _, ok := dockerPolicy().For(byDigest(d), "docker"); ok {
+				t.Errorf("a manifest by %s is kept and served from stale", d)
+			}
+		}
+	})
 }

@@ -56,6 +56,13 @@ type Ref struct {
 	// docker marks a docker request's ref: when its own key misses, a
 	// manifest or ping is looked up by meaning (dockercopies.go).
 	docker bool
+	// manifest marks a docker manifest GET's ref: the SHA-256 of its body
+	// is recorded with the copy, since a digest names the bytes and a copy
+	// is only found by a digest its bytes hash to (docs/behaviour.md §6.1).
+	manifest bool
+	// named is the digest a manifest request by digest names ("" by tag):
+	// only a copy whose bytes hash to it is kept or served for it.
+	named string
 	// header is the request's, to record and match the headers a stored
 	// answer varies by.
 	header http.Header
@@ -82,6 +89,9 @@ func (ref Ref) servable(storedCred string) bool {
 func (ref Ref) HeadRef() Ref {
 	ref.Key += "\nhead"
 	ref.Head = true
+	// A HEAD's copy has no body to hash: its headers are served, and its
+	// Docker-Content-Digest only leads to a GET's copy that was checked.
+	ref.manifest, ref.named = false, ""
 	return ref
 }
 
@@ -147,6 +157,13 @@ func (p Policy) For(req *http.Request, format string) (ref Ref, ok bool) {
 	ref = Ref{Mode: mode, Cred: cred, header: req.Header}
 	b.WriteString(credSuffix(mode, cred))
 	if format == "docker" {
+		if isDockerManifest(req.URL.Path) {
+			named, checkable := manifestDigestRef(req.URL.Path)
+			if !checkable {
+				return Ref{}, false
+			}
+			ref.manifest, ref.named = true, named
+		}
 		ref.AnyStatus = dockerChallenged(req, cred, &b)
 		ref.docker = true
 	}
@@ -367,6 +384,31 @@ func BlobDigest(path string) string {
 		return ""
 	}
 	return d
+}
+
+// manifestDigestRef is the digest a docker manifest path names, "" for a
+// tag. checkable is false for a digest the cache cannot check the bytes
+// against (an algorithm other than sha256, or not 64 lower-case hex
+// digits): a tag never holds ':', so such a path names a digest, and the
+// cache neither keeps nor serves a copy it cannot verify (§6.1).
+func manifestDigestRef(path string) (digest string, checkable bool) {
+	ref := path[strings.LastIndex(path, "/manifests/")+len("/manifests/"):]
+	if !strings.Contains(ref, ":") {
+		return "", true
+	}
+	algo, hexSum, _ := strings.Cut(ref, ":")
+	return ref, algo == "sha256" && validHash(hexSum)
+}
+
+// bytesNamed reports whether the stored copy m may answer ref as far as a
+// digest goes; see holdsNamed.
+func (ref Ref) bytesNamed(m *meta) bool { return holdsNamed(ref.named, m.Status, m.BodySHA256) }
+
+// holdsNamed reports whether an answer with status whose body hashes to
+// bodySHA256 is one for a manifest request by the digest named ("" by tag):
+// a success must be those bytes, an error answer has none to check.
+func holdsNamed(named string, status int, bodySHA256 string) bool {
+	return named == "" || status < 200 || status > 299 || bodySHA256 == named
 }
 
 // isDockerManifest matches /v2/<name>/manifests/<ref> with a non-empty name

@@ -35,8 +35,11 @@ func TestKey(t *testing.T) {
 		{name: "docker manifest keeps Accept", url: "https://registry-1.docker.io/v2/library/nginx/manifests/latest",
 			format: "docker", header: map[string]string{"Accept": dockerAccept},
 			want: "https://registry-1.docker.io/v2/library/nginx/manifests/latest\naccept=" + dockerAccept},
-		{name: "docker manifest by digest keeps Accept", url: "https://ghcr.io/v2/o/r/manifests/sha256:ab",
-			format: "docker", header: map[string]string{"Accept": "x"}, want: "https://ghcr.io/v2/o/r/manifests/sha256:ab\naccept=x"},
+		{name: "docker manifest by digest keeps Accept", url: "https://ghcr.io/v2/o/r/manifests/sha256:" + strings.Repeat("ab", 32),
+			format: "docker", header: map[string]string{"Accept": "x"},
+			want: "https://ghcr.io/v2/o/r/manifests/sha256:" + strings.Repeat("ab", 32) + "\naccept=x"},
+		// A digest the cache cannot check the bytes against (§6.1).
+		{name: "docker manifest by a short digest", url: "https://ghcr.io/v2/o/r/manifests/sha256:ab", format: "docker", wantBad: true},
 		{name: "docker manifest without Accept", url: "https://ghcr.io/v2/o/r/manifests/v1", format: "docker",
 			want: "https://ghcr.io/v2/o/r/manifests/v1\naccept="},
 		{name: "docker blob ignores Accept", url: "https://registry-1.docker.io/v2/library/nginx/blobs/sha256:aa",

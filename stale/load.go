@@ -1,6 +1,8 @@
 package stale
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -114,7 +116,29 @@ func (c *Cache) loadEntry(dir, prefix, hash string) (*item, error) {
 	if !st.Mode().IsRegular() || st.Size() != m.Size {
 		return nil, fmt.Errorf("%w: body size %d, want %d", errBadMeta, st.Size(), m.Size)
 	}
+	if m.BodySHA256 == "" && manifestCopy(m) {
+		// Written before the digest of a manifest's bytes was recorded:
+		// hash them now (manifests are small), so the copy is found by
+		// digest only if they are what its digest names (§6.1).
+		if m.BodySHA256, err = fileDigest(filepath.Join(dir, m.Body)); err != nil {
+			return nil, fmt.Errorf("%w: body: %w", errBadMeta, err)
+		}
+	}
 	return &item{key: m.Key, hash: hash, meta: m, disk: allocated(st) + c.measure(filepath.Join(dir, hash+metaSuffix))}, nil
+}
+
+// fileDigest is "sha256:<hex>" of the file at path.
+func fileDigest(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	sum := sha256.New()
+	if _, err := io.Copy(sum, f); err != nil {
+		return "", err
+	}
+	return "sha256:" + hex.EncodeToString(sum.Sum(nil)), nil
 }
 
 // readLimited reads at most limit bytes of path and fails on anything larger,

@@ -48,6 +48,10 @@ type meta struct {
 	// Cred is the credential digest of the request that stored the copy
 	// ("" when it carried none); see Ref.servable.
 	Cred string `json:"cred,omitempty"`
+	// BodySHA256 is "sha256:<hex>" of a docker manifest's body (a GET's,
+	// any status), the digest the copy may be found by; see
+	// dockercopies.go. Copies written before it was recorded get it at load.
+	BodySHA256 string `json:"body_sha256,omitempty"`
 	// HeadLength is the Content-Length a kept HEAD answer announced.
 	HeadLength int64 `json:"head_length,omitempty"`
 	// VarySHA256 holds digests of the storing request's values of the
@@ -91,6 +95,8 @@ func decodeMeta(data []byte, hash string) (*meta, error) {
 		return nil, fmt.Errorf("%w: no stored_at", errBadMeta)
 	case !validBodyName(m.Body, hash):
 		return nil, fmt.Errorf("%w: body name", errBadMeta)
+	case m.BodySHA256 != "" && !validDigest(m.BodySHA256):
+		return nil, fmt.Errorf("%w: body digest", errBadMeta)
 	}
 	for k, vs := range m.Header {
 		if !httpguts.ValidHeaderFieldName(k) {
@@ -133,6 +139,12 @@ func validBodyName(name, hash string) bool {
 		}
 	}
 	return true
+}
+
+// validDigest reports whether d is "sha256:" and 64 lower-case hex digits.
+func validDigest(d string) bool {
+	hexSum, ok := strings.CutPrefix(d, "sha256:")
+	return ok && validHash(hexSum)
 }
 
 // validHash reports whether s looks like a key hash (64 lower-case hex digits).

@@ -2,6 +2,9 @@ package stale
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"hash"
 	"io"
 	"net/http"
 	"net/textproto"
@@ -44,7 +47,7 @@ func (c *Cache) Store(ref Ref, resp *http.Response) {
 		c.endWrite(w)
 		return
 	}
-	resp.Body = &teeBody{
+	t := &teeBody{
 		c:   c,
 		src: resp.Body,
 		p: pending{
@@ -60,9 +63,14 @@ func (c *Cache) Store(ref Ref, resp *http.Response) {
 		want:   want,
 		limit:  c.bodyLimit(resp.StatusCode),
 		digest: newDigestCheck(ref.Digest),
+		named:  ref.named,
 		f:      f,
 		w:      bufio.NewWriterSize(f, teeBufferSize),
 	}
+	if ref.manifest {
+		t.sum = sha256.New()
+	}
+	resp.Body = t
 }
 
 // createTemp creates the temp file of a write of hash in its entry
@@ -84,6 +92,7 @@ type pending struct {
 	cred       string
 	headLength int64
 	varySHA256 map[string]string
+	bodySHA256 string
 	status     int
 	header     http.Header
 	size       int64
@@ -101,6 +110,10 @@ type teeBody struct {
 	want   int64        // ContentLength; -1 when unknown
 	limit  int64        // the most bytes kept for this answer
 	digest *digestCheck // nil unless the body must hash to a digest
+	// sum hashes a docker manifest's body (nil for other answers); named
+	// is the digest its request named ("" by tag).
+	sum   hash.Hash
+	named string
 
 	// mu guards the fields below. It is never held across src.Read, so a
 	// Close from another goroutine can always interrupt a stalled read.
@@ -135,6 +148,9 @@ func (t *teeBody) observe(b []byte, err error) {
 			return
 		}
 		t.digest.write(b)
+		if t.sum != nil {
+			t.sum.Write(b)
+		}
 		if _, werr := t.w.Write(b); werr != nil {
 			t.c.writeError(werr, t.p.hash, "write body")
 			t.abandon()
@@ -188,6 +204,16 @@ func (t *teeBody) finish() {
 		t.c.writeError(errDigestMismatch, t.p.hash, "verify digest")
 		t.abandon()
 		return
+	}
+	if t.sum != nil {
+		t.p.bodySHA256 = "sha256:" + hex.EncodeToString(t.sum.Sum(nil))
+		if !holdsNamed(t.named, t.p.status, t.p.bodySHA256) {
+			// A manifest by digest whose bytes are others: never kept, so
+			// it does not replace the copy that holds the right ones.
+			t.c.writeError(errDigestMismatch, t.p.hash, "verify manifest digest")
+			t.abandon()
+			return
+		}
 	}
 	p := t.p
 	p.size, p.f, p.w = t.n, t.f, t.w
