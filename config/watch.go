@@ -13,6 +13,9 @@ import (
 // ends. It watches the file's directory rather than the file, because editors
 // replace files by renaming and Kubernetes updates a mounted ConfigMap by
 // swapping a "..data" symlink: both leave a watch on the old inode silent.
+// When the path is a symlink to a file in another directory (a link kept
+// by configuration management), that directory is watched too, and the
+// file the link names is followed as the link moves.
 // Bursts of events are folded into one call after a short quiet period, and
 // a change is only reported when the file's resolved target or content
 // identity (size, modification time) actually moved.
@@ -29,6 +32,15 @@ func Watch(ctx context.Context, path string, onChange func(), onError func(error
 	// Taken before returning, so a change made right after Watch returns is
 	// a change.
 	last := fileIdentity(path)
+	follow := func(target string) {
+		if target == "" || filepath.Dir(target) == dir {
+			return
+		}
+		if err := w.Add(filepath.Dir(target)); err != nil && onError != nil {
+			onError(err)
+		}
+	}
+	follow(last.target)
 	go func() {
 		defer w.Close()
 		var debounce <-chan time.Time
@@ -40,7 +52,7 @@ func Watch(ctx context.Context, path string, onChange func(), onError func(error
 				if !ok {
 					return
 				}
-				if relevant(ev, path) {
+				if relevant(ev, path, last.target) {
 					debounce = time.After(200 * time.Millisecond)
 				}
 			case err, ok := <-w.Errors:
@@ -53,6 +65,9 @@ func Watch(ctx context.Context, path string, onChange func(), onError func(error
 			case <-debounce:
 				debounce = nil
 				if id := fileIdentity(path); id != last {
+					if id.target != last.target {
+						follow(id.target)
+					}
 					last = id
 					onChange()
 				}
@@ -62,11 +77,12 @@ func Watch(ctx context.Context, path string, onChange func(), onError func(error
 	return nil
 }
 
-// relevant keeps events about the config file itself or about the
+// relevant keeps events about the config file itself, about the file it
+// resolves to (target, "" when it resolves to nothing), or about the
 // Kubernetes "..data" symlink that points at the current ConfigMap version.
-func relevant(ev fsnotify.Event, path string) bool {
-	name := filepath.Base(ev.Name)
-	return filepath.Clean(ev.Name) == filepath.Clean(path) || name == "..data"
+func relevant(ev fsnotify.Event, path, target string) bool {
+	name := filepath.Clean(ev.Name)
+	return name == filepath.Clean(path) || (target != "" && name == target) || filepath.Base(name) == "..data"
 }
 
 // identity is what must change for a reload to be worth it.
