@@ -3,6 +3,7 @@ package relay
 import (
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -17,7 +18,14 @@ type ClientBody struct {
 	rc   io.ReadCloser
 	ctl  *http.ResponseController
 	idle time.Duration
-	last time.Time // when the read deadline was last moved (one reader)
+
+	// A transport may Close the body while its Read is under way (x/net's
+	// HTTP/2 transport does when an answer ends the upload early), so the
+	// deadline's state is guarded: last is when it was last moved, and
+	// closed stops a Read from moving it once Close has cleared it.
+	mu     sync.Mutex
+	last   time.Time
+	closed bool
 
 	ended atomic.Bool
 }
@@ -38,15 +46,18 @@ func WatchClientBody(w http.ResponseWriter, req *http.Request, idle time.Duratio
 // every idle/8, so one slow client costs no deadline call per read.
 func (b *ClientBody) Read(p []byte) (int, error) {
 	if b.idle > 0 {
-		if now := time.Now(); now.Sub(b.last) >= b.idle/8 {
+		now := time.Now()
+		b.mu.Lock()
+		if !b.closed && now.Sub(b.last) >= b.idle/8 {
 			_ = b.ctl.SetReadDeadline(now.Add(b.idle))
 			b.last = now
 		}
+		b.mu.Unlock()
 	}
 	n, err := b.rc.Read(p)
 	if err == io.EOF {
 		b.ended.Store(true)
-		b.clearDeadline()
+		b.clearDeadline(false)
 	}
 	return n, err
 }
@@ -56,14 +67,16 @@ func (b *ClientBody) Read(p []byte) (int, error) {
 // the background read that notices a client leaving) while the answer is
 // still being written.
 func (b *ClientBody) Close() error {
-	if b.ended.Load() {
-		return b.rc.Close()
-	}
-	b.clearDeadline()
+	b.clearDeadline(true)
 	return b.rc.Close()
 }
 
-func (b *ClientBody) clearDeadline() {
+// clearDeadline clears the read deadline a Read set; closing, no Read sets
+// one again.
+func (b *ClientBody) clearDeadline(closing bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = b.closed || closing
 	if !b.last.IsZero() {
 		_ = b.ctl.SetReadDeadline(time.Time{})
 		b.last = time.Time{}

@@ -97,3 +97,44 @@ func TestTunnelPassesHalfCloses(t *testing.T) {
 	}
 	<-done
 }
+
+// TestClientBodyClosedWhileRead: a transport may close a request body
+// while its Read is under way (x/net's HTTP/2 transport does when the
+// upstream's answer ends the upload early); the body's deadline bookkeeping
+// must hold under -race, and once closed no Read moves the deadline again.
+func TestClientBodyClosedWhileRead(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b := WatchClientBody(w, r, time.Second)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			buf := make([]byte, 512)
+			for {
+				if _, err := b.Read(buf); err != nil {
+					return
+				}
+			}
+		}()
+		b.Close()
+		<-done
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	for range 20 {
+		pr, pw := io.Pipe()
+		go func() {
+			for range 64 {
+				if _, err := pw.Write(make([]byte, 256)); err != nil {
+					return
+				}
+			}
+			pw.Close()
+		}()
+		resp, err := http.Post(srv.URL, "application/octet-stream", pr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		pr.Close()
+	}
+}
