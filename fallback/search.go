@@ -359,11 +359,18 @@ func closeBody(resp *http.Response) {
 	}
 }
 
-// keepFailure buffers up to 64 KiB of a 5xx answer so it can be replayed if
-// no candidate serves.
+// keepFailure buffers a 5xx answer's body, up to 64 KiB, so it can be
+// replayed if no candidate serves. A body larger than that, or one the
+// upstream broke off, is replayed as none, without its Content-Encoding:
+// a cut body with a Content-Length to match would pass for a whole one
+// (docs/behaviour.md §5.4).
 func keepFailure(resp *http.Response) func(*http.Request) *http.Response {
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxFailureBody))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxFailureBody+1))
 	resp.Body.Close()
+	whole := err == nil && len(body) <= maxFailureBody
+	if !whole {
+		body = nil
+	}
 	return func(req *http.Request) *http.Response {
 		cp := *resp
 		cp.Header = resp.Header.Clone()
@@ -371,6 +378,9 @@ func keepFailure(resp *http.Response) func(*http.Request) *http.Response {
 		cp.Body = format.NewBytesBody(body)
 		cp.ContentLength = int64(len(body))
 		cp.Header.Del("Content-Length")
+		if !whole {
+			cp.Header.Del("Content-Encoding")
+		}
 		cp.TransferEncoding = nil
 		if req.Method == http.MethodHead {
 			cp.Body = http.NoBody

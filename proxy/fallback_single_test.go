@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -111,6 +112,63 @@ proxy = "%s"
 		}
 		if method == http.MethodGet && (!strings.Contains(body, "go") || strings.Count(body, "\n") != 1) {
 			t.Fatalf("body %q", body)
+		}
+	}
+}
+
+// TestReplayedFailureNeverCarriesACutBody: when no candidate serves, the
+// client gets the addressed upstream's own 5xx (docs/behaviour.md §5.4)
+// with its body only if that came whole within the 64 KiB kept. On main a
+// larger body was cut at 64 KiB and one the upstream broke off was cut
+// where it broke, each replayed as a whole body with a Content-Length to
+// match (a gzip-coded one then fails to decode); now such a body is
+// replaced by none, without the coding that no longer describes it.
+func TestReplayedFailureNeverCarriesACutBody(t *testing.T) {
+	big := strings.Repeat("e", 100<<10)
+	small := "upstream is down for maintenance\n"
+	a := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Header().Set("Content-Type", "text/html")
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/big.pom"):
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, big)
+		case strings.HasSuffix(r.URL.Path, "/broken.pom"):
+			w.Header().Set("Content-Length", "1000")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, small)
+			w.(http.Flusher).Flush()
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+		default:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, small)
+		}
+	})
+	b := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusBadGateway) })
+	tp := newTestProxy(t, fmt.Sprintf(`
+[circuit_breaker]
+enabled = true
+failure_threshold = 100
+[registries]
+enable = "maven"
+[maven]
+proxies = ["%s/maven2", "%s/maven2"]
+hedge_after = 0
+`, a.URL, b.URL), nil)
+	c := proxyClient(t, tp, nil)
+	for _, tc := range []struct{ path, body, coding string }{
+		{"whole.pom", small, "gzip"},
+		{"big.pom", "", ""},
+		{"broken.pom", "", ""},
+	} {
+		resp, body := request(t, c, http.MethodGet, a.URL+"/maven2/g/a/1/"+tc.path, nil)
+		if resp.StatusCode != http.StatusServiceUnavailable || body != tc.body ||
+			resp.Header.Get("Content-Encoding") != tc.coding {
+			t.Errorf("%s: %d, %d bytes, Content-Encoding %q; want 503, %d bytes, %q", tc.path, resp.StatusCode,
+				len(body), resp.Header.Get("Content-Encoding"), len(tc.body), tc.coding)
 		}
 	}
 }
