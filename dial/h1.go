@@ -29,7 +29,9 @@ import (
 //
 // Connections are kept per host, reused once an answer's body was read to
 // its end, closed after idleTimeout unused, and bounded per host together
-// with the connections being dialled (maxPerHost, 0: no bound).
+// with the connections being dialled (maxPerHost, 0: no bound). Nobody reads
+// a kept connection while it is idle: one that received anything meanwhile
+// is closed when it is taken again (idleCheck).
 type h1 struct {
 	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
 	maxIdle     int
@@ -65,6 +67,12 @@ type h1Conn struct {
 	// unused (an upstream's own idle close would otherwise leave it
 	// half-closed here until the host is asked again).
 	idle *time.Timer
+	// check finds out, when the connection is taken again, whether it
+	// received anything while it was idle.
+	check *idleCheck
+	// kept: the connection carried an answer before, so a failure before
+	// the next answer may be the connection's rather than the request's.
+	kept bool
 }
 
 func newH1(dial func(ctx context.Context, network, addr string) (net.Conn, error), maxPerHost int) *h1 {
@@ -83,10 +91,14 @@ func (t *h1) handles(req *http.Request) bool {
 		!httpguts.HeaderValuesContainsToken(req.Header["Connection"], "upgrade")
 }
 
-// errReused marks a failure on a kept connection before the upstream said
-// anything: it had closed the connection meanwhile, and a repeatable
-// request is sent again on a new one.
-var errReused = errors.New("kept connection closed by the upstream")
+// errReused marks a failure on a kept connection before the upstream's
+// first answer line to the request: the upstream had closed the connection
+// meanwhile, or bytes an earlier answer should not have had came in after
+// the check that takes it (idleCheck) and were read as this answer. That
+// is the connection's staleness, not the upstream's answer to this request,
+// so a repeatable request is sent again on a new connection, whose outcome
+// is the upstream's (net/http retries such requests too).
+var errReused = errors.New("kept connection failed before an answer")
 
 // RoundTrip sends req and returns the answer with its headers read; its body
 // is read on the caller's goroutine too.
@@ -125,6 +137,10 @@ func (t *h1) get(ctx context.Context, host string) (*h1Conn, bool, error) {
 		t.mu.Lock()
 		if c := t.takeIdle(addr); c != nil {
 			t.mu.Unlock()
+			if c.check.unsolicited() {
+				c.close()
+				continue
+			}
 			return c, true, nil
 		}
 		slots := t.hosts[addr]
@@ -191,7 +207,7 @@ func (t *h1) open(ctx context.Context, addr string, slots *hostSlots) (*h1Conn, 
 	}
 	limit := &headerLimit{r: conn}
 	return &h1Conn{key: addr, conn: conn, br: bufio.NewReaderSize(limit, 16<<10), bw: bufio.NewWriterSize(conn, 16<<10),
-		limit: limit, slots: slots, t: t}, false, nil
+		limit: limit, slots: slots, t: t, check: newIdleCheck(conn)}, false, nil
 }
 
 // dropLocked gives back one connection's place in its host's bound, wakes
@@ -221,6 +237,7 @@ func (t *h1) put(c *h1Conn) {
 		c.close()
 		return
 	}
+	c.kept = true
 	if c.idle == nil {
 		c.idle = time.AfterFunc(t.idleTimeout, func() { t.expire(c) })
 	} else {
@@ -279,18 +296,20 @@ func (c *h1Conn) roundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	if err := req.Write(c.bw); err != nil {
-		return fail(classify(err))
+		return fail(c.classify(err))
 	}
 	if err := c.bw.Flush(); err != nil {
-		return fail(classify(err))
+		return fail(c.classify(err))
 	}
 	c.limit.arm(c.t.maxHeader)
 	var resp *http.Response
-	for {
+	for answered := false; ; answered = true {
 		var err error
 		resp, err = http.ReadResponse(c.br, req)
 		if err != nil {
-			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) && c.br.Buffered() == 0 {
+			if c.kept && !answered {
+				// An end, a reset, or a line that is no status line
+				// (bytes left by an earlier answer): see errReused.
 				err = fmt.Errorf("%w: %v", errReused, err)
 			}
 			return fail(err)
@@ -323,11 +342,11 @@ func (c *h1Conn) roundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// classify is the write error of a kept connection: one the upstream had
+// classify is a write error of c: on a kept connection one the upstream had
 // closed reads as errReused.
-func classify(err error) error {
+func (c *h1Conn) classify(err error) error {
 	var op *net.OpError
-	if errors.As(err, &op) || errors.Is(err, io.EOF) {
+	if c.kept && (errors.As(err, &op) || errors.Is(err, io.EOF)) {
 		return fmt.Errorf("%w: %v", errReused, err)
 	}
 	return err

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nora-breaker/nora-breaker/internal/testkit"
 )
 
 // countingServer is an httptest server that counts the connections it
@@ -330,4 +332,121 @@ func endlessBody(t *testing.T, ctx context.Context) (*http.Response, <-chan stru
 		t.Fatal(err)
 	}
 	return resp, stopped
+}
+
+// connServer is a TCP server on loopback that hands each connection, with
+// its number (from 1), to serve.
+func connServer(t *testing.T, serve func(n int, c net.Conn, br *bufio.Reader)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for n := 1; ; n++ {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); serve(n, c, bufio.NewReader(c)) }()
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+// TestH1NeverReusesAConnectionThatReceivedUnaskedBytes: bytes that come
+// in on a kept connection after its answer was complete (the body of a
+// HEAD answer sent anyway) make it unfit for the next request: it is
+// closed when taken, and the next request goes on a new connection, never
+// to be answered by those bytes.
+func TestH1NeverReusesAConnectionThatReceivedUnaskedBytes(t *testing.T) {
+	answered := make(chan struct{})
+	var secondOnFirst atomic.Bool
+	base := connServer(t, func(n int, c net.Conn, br *bufio.Reader) {
+		for i := 0; ; i++ {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			if n == 1 && i > 0 {
+				secondOnFirst.Store(true)
+			}
+			if req.Method == http.MethodHead {
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\n")
+				<-answered
+				io.WriteString(c, "jarbytes")
+				continue
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ngood")
+		}
+	})
+	tr := newH1(plainDial, 0)
+	req, _ := http.NewRequest(http.MethodHead, base+"/a", nil)
+	if _, err := tr.RoundTrip(req); err != nil {
+		t.Fatal(err)
+	}
+	close(answered)
+	// Wait until the bytes are there to be found, so that it is the check
+	// when the connection is taken that finds them, not the answer's read.
+	testkit.PollUntil(t, 5*time.Second, func() bool {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		for _, list := range tr.idle {
+			return len(list) == 1 && list[0].check.unsolicited()
+		}
+		return false
+	})
+	if _, body := get(t, tr, base+"/b"); body != "good" {
+		t.Fatalf("body %q", body)
+	}
+	if secondOnFirst.Load() {
+		t.Fatal("the connection that received unasked bytes carried the next request")
+	}
+}
+
+// TestH1SendsAgainWhatAKeptConnectionAnsweredWithLeftovers: bytes that
+// come in on a kept connection after the check that took it are read as
+// the next request's answer and are no status line; that is the
+// connection's, not the upstream's answer, so a repeatable request is sent
+// again on a new connection. A new connection's malformed answer is the
+// upstream's: an error, sent no second time.
+func TestH1SendsAgainWhatAKeptConnectionAnsweredWithLeftovers(t *testing.T) {
+	var conns atomic.Int64
+	base := connServer(t, func(n int, c net.Conn, br *bufio.Reader) {
+		conns.Add(1)
+		for i := 0; ; i++ {
+			if _, err := http.ReadRequest(br); err != nil {
+				return
+			}
+			if n == 1 && i == 1 {
+				io.WriteString(c, "jarbytes") // late, as if after the check
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ngood")
+		}
+	})
+	tr := newH1(plainDial, 0)
+	for _, path := range []string{"/1", "/2"} {
+		if _, body := get(t, tr, base+path); body != "good" {
+			t.Fatalf("%s: body %q", path, body)
+		}
+	}
+	if n := conns.Load(); n != 2 {
+		t.Fatalf("%d connections, want 2 (the second request sent again on a new one)", n)
+	}
+
+	conns.Store(0)
+	garbled := connServer(t, func(n int, c net.Conn, br *bufio.Reader) {
+		conns.Add(1)
+		if _, err := http.ReadRequest(br); err == nil {
+			io.WriteString(c, "jarbytesHTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ngood")
+		}
+	})
+	req, _ := http.NewRequest(http.MethodGet, garbled+"/", nil)
+	if _, err := tr.RoundTrip(req); err == nil || errors.Is(err, errReused) {
+		t.Fatalf("a new connection's malformed answer: %v, want the upstream's error", err)
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("a malformed answer on a new connection was asked %d times, want once", n)
+	}
 }
