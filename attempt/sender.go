@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -158,11 +159,11 @@ func (s *Sender) Send(rt http.RoundTripper, out *http.Request, target Target, ti
 		}
 	}
 	if err != nil {
-		if body != nil && body.err != nil {
+		if bodyErr := body.failed(); bodyErr != nil {
 			// The client sent a request that cannot be read (a broken
 			// chunked body, a body shorter than it said, a reset stream):
 			// that is the client's problem, not the upstream's.
-			err = fmt.Errorf("%w: %v", ErrClientRequest, body.err)
+			err = fmt.Errorf("%w: %v", ErrClientRequest, bodyErr)
 		}
 		s.observe(target.Key, nil, err, start)
 		ticket.Done(Decide(nil, err, clientCtx))
@@ -190,7 +191,7 @@ func (s *Sender) Send(rt http.RoundTripper, out *http.Request, target Target, ti
 		ticket.Done(outcome)
 		ticket = breakerstate.Ticket{}
 	}
-	resp.Body = newWatchedBody(resp, ticket, ctx, cancel, target.ReadTimeout)
+	resp.Body = newWatchedBody(resp, body, ticket, ctx, cancel, target.ReadTimeout)
 	return resp, nil
 }
 
@@ -216,18 +217,43 @@ func bodyless(req *http.Request, resp *http.Response) bool {
 }
 
 // requestBody remembers why reading the client's request body failed, so a
-// failed round trip can be told apart: the client's fault or the upstream's.
+// failed round trip, or an answer's body that breaks off, can be told
+// apart: the client's fault or the upstream's. The transport reads it on a
+// goroutine of its own, while the answer may already be read on another.
 type requestBody struct {
-	rc  io.ReadCloser
-	err error // the first read error other than io.EOF
+	rc      io.ReadCloser
+	waiting atomic.Bool // a Read waits on the client
+	mu      sync.Mutex
+	err     error // the first read error other than io.EOF
 }
 
 func (b *requestBody) Read(p []byte) (int, error) {
+	b.waiting.Store(true)
 	n, err := b.rc.Read(p)
-	if err != nil && err != io.EOF && b.err == nil {
-		b.err = err
+	b.waiting.Store(false)
+	if err != nil && err != io.EOF {
+		b.mu.Lock()
+		if b.err == nil {
+			b.err = err
+		}
+		b.mu.Unlock()
 	}
 	return n, err
+}
+
+// waitsOnClient reports whether the transport is waiting for the next piece
+// of the client's body (false for no body, b nil).
+func (b *requestBody) waitsOnClient() bool { return b != nil && b.waiting.Load() }
+
+// failed is why reading the client's body failed, or nil: it has not, or
+// there is none (b is nil).
+func (b *requestBody) failed() error {
+	if b == nil {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
 }
 
 func (b *requestBody) Close() error { return b.rc.Close() }
@@ -236,38 +262,77 @@ func (b *requestBody) Close() error { return b.rc.Close() }
 // the deferred outcome of a successful answer when the body ends. The idle
 // clock runs only while a Read waits for the upstream: between Reads the
 // reader is busy with the client (writing to it, perhaps blocked by a client
-// that reads slowly), and that time is not the upstream's.
+// that reads slowly), and that time is not the upstream's. Nor is a wait
+// during which the upload is still being read from the client: an upstream
+// that answered early may wait for the rest of it before it sends more
+// (docs/behaviour.md §5.1, every timer blames only the party it waits on).
 type watchedBody struct {
 	rc      io.ReadCloser
 	ticket  breakerstate.Ticket // zero when the outcome was already reported
 	attempt context.Context     // cancelled with errBodyStalled by the idle timer
 	cancel  context.CancelCauseFunc
+	mu      sync.Mutex  // orders idle's Reset and Stop with its expiry
 	idle    *time.Timer // stopped between Reads
+	reading bool        // a Read is in progress (under mu)
 	timeout time.Duration
 	want    int64 // Content-Length, or -1
 	n       int64
 	done    atomic.Bool
+	// request is the client's request body (nil: none). An upload can go
+	// on while the answer streams (an upstream that answers early); when
+	// reading it fails, the transport cuts the upstream's connection,
+	// HTTP/1.1's and HTTP/2's alike, and the answer breaks off for that.
+	request *requestBody
 }
 
-func newWatchedBody(resp *http.Response, t breakerstate.Ticket, attempt context.Context,
+func newWatchedBody(resp *http.Response, request *requestBody, t breakerstate.Ticket, attempt context.Context,
 	cancel context.CancelCauseFunc, timeout time.Duration) *watchedBody {
 	b := &watchedBody{rc: resp.Body, ticket: t, attempt: attempt, cancel: cancel, timeout: timeout,
-		want: resp.ContentLength}
+		want: resp.ContentLength, request: request}
 	if timeout > 0 {
-		b.idle = time.AfterFunc(timeout, func() { cancel(errBodyStalled) })
+		b.idle = time.AfterFunc(timeout, b.expire)
 		b.idle.Stop()
 	}
 	return b
 }
 
-func (b *watchedBody) Read(p []byte) (int, error) {
-	if b.idle != nil {
-		b.idle.Reset(b.timeout)
+// expire is the idle timer running out: the answer stalled, unless the
+// transport was waiting on the client's upload meanwhile, which starts the
+// wait again, or the Read it was armed for has ended.
+func (b *watchedBody) expire() {
+	b.mu.Lock()
+	if !b.reading {
+		b.mu.Unlock()
+		return
 	}
-	n, err := b.rc.Read(p)
-	if b.idle != nil {
+	if b.request.waitsOnClient() {
+		b.idle.Reset(b.timeout)
+		b.mu.Unlock()
+		return
+	}
+	b.mu.Unlock()
+	b.cancel(errBodyStalled)
+}
+
+// clock starts (a Read begins) or stops the idle timer.
+func (b *watchedBody) clock(run bool) {
+	if b.idle == nil {
+		return
+	}
+	b.mu.Lock()
+	b.reading = run
+	if run {
+		b.idle.Reset(b.timeout)
+	} else {
 		b.idle.Stop()
 	}
+	b.mu.Unlock()
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	b.clock(true)
+	n, err := b.rc.Read(p)
+	b.clock(false)
 	b.n += int64(n)
 	switch {
 	case err == io.EOF:
@@ -285,6 +350,15 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 		if cause != nil {
 			// The client's context ended: its going away says nothing
 			// about the upstream.
+			b.finish(breakerstate.Neutral)
+			return n, err
+		}
+		if b.request.failed() != nil {
+			// The client's own request could not be read (it stalled
+			// past idle_timeout, the client's timer, or broke), and the
+			// transport cut the upstream's connection for it; the
+			// client's context may end only later (docs/behaviour.md
+			// §5.1).
 			b.finish(breakerstate.Neutral)
 			return n, err
 		}
