@@ -104,7 +104,8 @@ var errReused = errors.New("kept connection failed before an answer")
 // is read on the caller's goroutine too.
 func (t *h1) RoundTrip(req *http.Request) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
-		c, reused, err := t.get(req.Context(), req.URL.Host)
+		// One pool and one bound per host, however the client spelled it.
+		c, reused, err := t.get(req.Context(), keyOf(req))
 		if err != nil {
 			return nil, err
 		}

@@ -450,3 +450,31 @@ func TestH1SendsAgainWhatAKeptConnectionAnsweredWithLeftovers(t *testing.T) {
 		t.Fatalf("a malformed answer on a new connection was asked %d times, want once", n)
 	}
 }
+
+// TestH1KeysConnectionsByTheCanonicalHost: one upstream host spelled
+// three ways (a trailing dot, upper case, the default port written out)
+// is one host to the pool: its kept connection serves all three and its
+// bound counts them together. On main each spelling had a pool and a
+// bound of its own, so max_upstream_conns_per_host could be passed by
+// mixing spellings.
+func TestH1KeysConnectionsByTheCanonicalHost(t *testing.T) {
+	srv, conns := countingServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	var dialled []string
+	var mu sync.Mutex
+	tr := newH1(func(ctx context.Context, network, addr string) (net.Conn, error) {
+		mu.Lock()
+		dialled = append(dialled, addr)
+		mu.Unlock()
+		return plainDial(ctx, network, srv.Listener.Addr().String())
+	}, 1)
+	for _, host := range []string{"repo.test", "Repo.Test.", "REPO.TEST:80"} {
+		if _, body := get(t, tr, "http://"+host+"/x"); body != "ok" {
+			t.Fatalf("%s: %q", host, body)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if conns.Load() != 1 || len(dialled) != 1 || dialled[0] != "repo.test:80" {
+		t.Fatalf("%d connections, dialled %v; want one, to repo.test:80", conns.Load(), dialled)
+	}
+}
