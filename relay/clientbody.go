@@ -66,7 +66,24 @@ func (b *ClientBody) Read(p []byte) (int, error) {
 // would cut net/http's own reads of the connection (the next request's head,
 // the background read that notices a client leaving) while the answer is
 // still being written.
+//
+// A body not read to its end is another matter: net/http's Close drains
+// what is left of it to keep the connection, reading from the client, and
+// a client that has stalled would hold that drain, and the transport
+// goroutine that called Close (x/net's, which ends the upstream stream only
+// after), for as long as its connection stays open. The drain gets the
+// idle timeout, the client's own timer, like every wait on its body.
 func (b *ClientBody) Close() error {
+	if !b.ended.Load() && b.idle > 0 {
+		b.mu.Lock()
+		b.closed = true
+		_ = b.ctl.SetReadDeadline(time.Now().Add(b.idle))
+		b.last = time.Now()
+		b.mu.Unlock()
+		err := b.rc.Close()
+		b.clearDeadline(true)
+		return err
+	}
 	b.clearDeadline(true)
 	return b.rc.Close()
 }
