@@ -1,6 +1,7 @@
 package clientconn
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -27,6 +28,11 @@ type Listener struct {
 	max    int64
 	idle   time.Duration
 	active atomic.Int64
+	// OnAcceptError, when set, is told of every failed Accept but the one
+	// of a closed listener. net/http retries them quietly (its own log
+	// line is at debug level), so a proxy out of file descriptors would
+	// otherwise refuse clients with nothing said.
+	OnAcceptError func(error)
 }
 
 // NewListener wraps ln; max <= 0 disables the limit, idle <= 0 the idle
@@ -40,6 +46,9 @@ func (l *Listener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
+			if l.OnAcceptError != nil && !errors.Is(err, net.ErrClosed) {
+				l.OnAcceptError(err)
+			}
 			return nil, err
 		}
 		var release func()

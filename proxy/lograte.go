@@ -9,6 +9,10 @@ import (
 // are written per second; the rest are counted in the next one written.
 const goneLogBurst = 20
 
+// acceptLogBurst is how many failed accepts on the proxy port are logged
+// in one second; net/http backs off its retries up to one a second.
+const acceptLogBurst = 5
+
 // lineLimiter lets the first burst lines of each interval through and
 // counts the rest, so one noisy cause (a client resetting thousands of
 // streams a second) cannot flood the log, while the next line that gets

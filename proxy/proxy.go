@@ -88,8 +88,9 @@ type Proxy struct {
 	// history keeps the last breaker transitions for the admin listener.
 	history *admin.History
 	admin   *admin.Server
-	// goneLog rate-limits the log lines of requests whose client went away.
-	goneLog *lineLimiter
+	// goneLog rate-limits the log lines of requests whose client went away,
+	// acceptLog those of failed accepts on the proxy port.
+	goneLog, acceptLog *lineLimiter
 	// refusals summarise the log lines of refusals per key.
 	refusals *refusalLimiters
 	// drainers are the client connections that left net/http (tunnels,
@@ -127,7 +128,8 @@ func New(cfg *config.Config, deps Deps) (*Proxy, error) {
 		fixed: fixedSettings{idleTimeout: cfg.Sidecar.IdleTimeout, maxConnections: cfg.Sidecar.MaxConnections,
 			atStart: cfg.Sidecar},
 		learned: route.NewLearned(deps.Now),
-		goneLog: newLineLimiter(deps.Now, time.Second, goneLogBurst), refusals: newRefusalLimiters(deps.Now)}
+		goneLog: newLineLimiter(deps.Now, time.Second, goneLogBurst), acceptLog: newLineLimiter(deps.Now, time.Second, acceptLogBurst),
+		refusals: newRefusalLimiters(deps.Now)}
 	var err error
 	if p.metrics, err = newMetrics(deps.Registry); err != nil {
 		return nil, err

@@ -49,6 +49,7 @@ func (p *Proxy) Serve(ctx context.Context, proxyLn, adminLn net.Listener) error 
 		ErrorLog:          errLog,
 	}
 	limited := clientconn.NewListener(proxyLn, p.fixed.maxConnections, p.fixed.idleTimeout)
+	limited.OnAcceptError = p.acceptFailed
 	errc := make(chan error, 2)
 	go func() { errc <- serveUntilClosed(proxySrv, limited) }()
 	go func() { errc <- serveUntilClosed(adminSrv, adminLn) }()
@@ -97,6 +98,17 @@ func (p *Proxy) Serve(ctx context.Context, proxyLn, adminLn net.Listener) error 
 		p.log.Warn().Err(err).Msg("closing stale cache")
 	}
 	return runErr
+}
+
+// acceptFailed makes a failed accept on the proxy port visible: a warning
+// (at most acceptLogBurst a second, the rest counted in the next one) and,
+// for this machine's own faults (out of file descriptors), the local
+// faults counter (docs/behaviour.md §5.1). net/http retries the accept.
+func (p *Proxy) acceptFailed(err error) {
+	p.sender.CountLocalFault(err)
+	if ok, suppressed := p.acceptLog.allow(); ok {
+		p.log.Warn().Err(err).Int64("suppressed", suppressed).Msg("accepting a client connection failed: retrying")
+	}
 }
 
 func serveUntilClosed(srv *http.Server, ln net.Listener) error {
