@@ -75,6 +75,10 @@ func stripHopByHop(h http.Header, ws bool) {
 		}
 		delete(h, name) // hopHeaders are canonical: Del would canonicalise each again
 	}
+	if ws {
+		// What else Connection named is gone: it says only what stays.
+		h["Connection"] = []string{"Upgrade"}
+	}
 	for name := range h {
 		if isProxyHeader(name) {
 			delete(h, name)

@@ -184,3 +184,25 @@ func TestStripHopByHopTable(t *testing.T) {
 		})
 	}
 }
+
+// TestHygieneWebsocketHandshakeSaysOnlyUpgrade: a websocket handshake keeps
+// Connection and Upgrade on its way upstream, but the other headers its
+// Connection names are removed, and so is their mention: the upstream sees
+// Connection: Upgrade alone (on main it saw "keep-alive, Upgrade, X-Hop"
+// naming headers that were no longer there).
+func TestHygieneWebsocketHandshakeSaysOnlyUpgrade(t *testing.T) {
+	rec := &ixHeaderRecorder{}
+	up := newUpstream(t, rec.serve)
+	tp := newTestProxy(t, ixMaven(up.URL, true, ""), nil)
+	host := strings.TrimPrefix(up.URL, "http://")
+	ixRaw(t, tp, "GET "+up.URL+"/maven2/ws HTTP/1.1\r\nHost: "+host+"\r\n"+
+		"Connection: keep-alive, Upgrade, X-Hop\r\nX-Hop: secret\r\nUpgrade: websocket\r\n"+
+		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+	got := rec.get()
+	if c := got.Values("Connection"); len(c) != 1 || c[0] != "Upgrade" || got.Get("Upgrade") != "websocket" {
+		t.Errorf("upstream saw Connection %q, Upgrade %q; want [Upgrade], websocket", c, got.Get("Upgrade"))
+	}
+	if v, ok := got["X-Hop"]; ok {
+		t.Errorf("upstream saw X-Hop: %q", v)
+	}
+}
