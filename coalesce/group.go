@@ -104,6 +104,15 @@ func New[T any](o Options) (*Group[T], error) {
 	g := &Group[T]{dir: o.Dir, bound: o.MaxBytes, room: newRoom(o.Dir, o.MaxBytes, o.TotalBytes, o.free), log: o.Logger,
 		now: o.Now, m: m, flights: map[flightKey]*flight[T]{}}
 	g.bufs.New = func() any { b := make([]byte, 64<<10); return &b }
+	if o.Registerer != nil {
+		waiting := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "nora_sidecar_coalesce_waiting",
+			Help: "Clients waiting for, or reading, the answer of a fetch they share with identical requests.",
+		}, func() float64 { return float64(g.waitingAll()) })
+		if err := o.Registerer.Register(waiting); err != nil {
+			return nil, fmt.Errorf("register coalesce metrics: %w", err)
+		}
+	}
 	return g, nil
 }
 
@@ -230,6 +239,18 @@ func (g *Group[T]) waiting(key string) int {
 		return f.waiters
 	}
 	return 0
+}
+
+// waitingAll is the number of clients waiting for, or reading, any fetch
+// in flight.
+func (g *Group[T]) waitingAll() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for _, f := range g.flights {
+		n += f.waiters
+	}
+	return n
 }
 
 // warnSpool logs, at most once a minute, that a body could not be spooled.

@@ -88,8 +88,24 @@ type heldJar struct {
 const heldJarPath = "/maven2/g/a/1/a-1.jar"
 
 func newHeldJar(t *testing.T, size int) *heldJar {
+	return newHeldJarAfter(t, size, nil)
+}
+
+// newHeldJarAfter is newHeldJar whose upstream sends nothing, not even its
+// headers, before answer is closed (nil: at once).
+func newHeldJarAfter(t *testing.T, size int, answer <-chan struct{}) *heldJar {
 	j := &heldJar{release: make(chan struct{})}
-	j.up = newUpstream(t, heldBody(size, j.release))
+	body := heldBody(size, j.release)
+	j.up = newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if answer != nil {
+			select {
+			case <-answer:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		body(w, r)
+	})
 	j.tp = newTestProxy(t, coalesceConfig(j.up.URL, j.up.URL), nil)
 	j.c = proxyClient(t, j.tp, nil)
 	j.url = j.up.URL + heldJarPath
@@ -167,6 +183,22 @@ func readAll(ss []started) []string {
 	}
 	wg.Wait()
 	return out
+}
+
+// coalesceWaiting is nora_sidecar_coalesce_waiting.
+func coalesceWaiting(t *testing.T, tp *testProxy) int {
+	t.Helper()
+	mfs, err := tp.Registry.Gather()
+	if err != nil {
+		t.Error(err)
+		return 0
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "nora_sidecar_coalesce_waiting" {
+			return int(mf.GetMetric()[0].GetGauge().GetValue())
+		}
+	}
+	return 0
 }
 
 // coalescedCount is nora_sidecar_coalesced_total for format.
@@ -348,13 +380,22 @@ func TestCoalescedManyURLs(t *testing.T) {
 // Cache-Control: no-cache, no-store and Pragma: no-cache on every request;
 // twenty such pulls that arrive while the fetch waits for its answer share
 // it (the answer is made after each of them was sent), and one arriving
-// after the answer came fetches for itself.
+// after the answer came fetches for itself. The upstream holds even its
+// headers until all twenty wait on the fetch (nora_sidecar_coalesce_waiting):
+// on a busy machine a pull read after the answer's headers came would
+// rightly fetch for itself.
 func TestCoalescedMavenResolverHeaders(t *testing.T) {
-	j := newHeldJar(t, 4<<20)
+	answer := make(chan struct{})
+	j := newHeldJarAfter(t, 4<<20, answer)
 	resolver := func(int) http.Header {
 		return http.Header{"Cache-Control": {"no-cache, no-store"}, "Pragma": {"no-cache"}}
 	}
-	ss := startGets(t, j.c, j.url, 20, resolver)
+	var ss []started
+	got := make(chan struct{})
+	go func() { defer close(got); ss = startGets(t, j.c, j.url, 20, resolver) }()
+	testkit.PollUntil(t, 10*time.Second, func() bool { return coalesceWaiting(t, j.tp) == 20 })
+	close(answer)
+	<-got
 	close(j.release)
 	j.wantWhole(t, readAll(ss))
 	j.wantHits(t, 1) // twenty no-cache pulls in flight together
