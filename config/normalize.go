@@ -148,7 +148,11 @@ func buildChain(in chainInput, probs *problems) []*Upstream {
 		if up.Auth == "" {
 			up.Auth = userinfo
 		}
-		up.Bound = up.Format == "docker" && up.Prefix != ""
+		// A docker upstream with a prefix serves its own images; an rpm or
+		// deb upstream is a named repository, whose paths every other one
+		// has too (repodata/repomd.xml, dists/<suite>/InRelease) with
+		// other contents: none is another's stand-in.
+		up.Bound = (up.Format == "docker" && up.Prefix != "") || up.Format == "rpm" || up.Format == "deb"
 		if perUpstreamKey(up.Format) {
 			up.Key = up.Format + ":" + u.String()
 			if seenKey[up.Key] {

@@ -121,8 +121,9 @@ type Upstream struct {
 	Parent *Parent
 	// Position is the 0-based index in its format's chain.
 	Position int
-	// Bound is true for a docker upstream with a prefix: it has no other
-	// upstream to ask and is never a candidate for another.
+	// Bound is true for a docker upstream with a prefix and for every rpm
+	// and deb repository: it has no other upstream to ask and is never a
+	// candidate for another (docs/behaviour.md §5.4).
 	Bound bool
 	// ProxyTimeout bounds the wait for response headers (format proxy_timeout).
 	ProxyTimeout time.Duration

@@ -125,13 +125,13 @@ enabled = true
 zeta = "https://mirror.test/zeta/"
 alpha = { url = "https://vault.test/alpha", auth = "r:s" }
 `, want: []row{
-			{"rpm", "https://mirror.test/zeta", "", "zeta", src, 0, false},
-			{"rpm", "https://vault.test/alpha", "r:s", "alpha", src, 1, false},
+			{"rpm", "https://mirror.test/zeta", "", "zeta", src, 0, true},     // a named repository: bound
+			{"rpm", "https://vault.test/alpha", "r:s", "alpha", src, 1, true}, // a named repository: bound
 		}},
 		{name: "deb env repos", format: "deb", env: map[string]string{"NORA_REGISTRIES_ENABLE": "deb", "NORA_DEB_PROXIES": "debian=https://deb.test/debian|u:p,security=https://sec.test"},
 			want: []row{
-				{"deb", "https://deb.test/debian", "u:p", "debian", "env:NORA_DEB_PROXIES", 0, false},
-				{"deb", "https://sec.test", "", "security", "env:NORA_DEB_PROXIES", 1, false},
+				{"deb", "https://deb.test/debian", "u:p", "debian", "env:NORA_DEB_PROXIES", 0, true}, // a named repository: bound
+				{"deb", "https://sec.test", "", "security", "env:NORA_DEB_PROXIES", 1, true},         // a named repository: bound
 			}},
 		{name: "disabled format has no upstreams", format: "maven", file: "[maven]\nenabled = false\nproxies = [\"https://a.test\"]\n"},
 	}
