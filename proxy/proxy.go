@@ -295,6 +295,7 @@ func (p *Proxy) Handler() http.Handler {
 		pw := relay.NewPlainWriter(w, p.fixed.idleTimeout)
 		if r.Method != http.MethodConnect {
 			ex := &exchange{w: pw, body: relay.WatchClientBody(pw, r, p.fixed.idleTimeout)}
+			defer ex.body.Finish()
 			r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
 		}
 		p.gp.ServeHTTP(pw, r)

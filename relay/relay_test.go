@@ -138,3 +138,42 @@ func TestClientBodyClosedWhileRead(t *testing.T) {
 		pr.Close()
 	}
 }
+
+// TestClientBodyClosedAfterTheHandler: x/net's HTTP/2 transport may close
+// a request body after the handler that read it has returned (from the
+// goroutine that ends the upstream stream). The body must then leave the
+// connection alone: an HTTP/2 stream's ResponseWriter is gone once its
+// handler is done, and on main its read deadline was set through it, a nil
+// dereference that took the whole process down (seen under -race).
+func TestClientBodyClosedAfterTheHandler(t *testing.T) {
+	bodies := make(chan *ClientBody, 1)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b := WatchClientBody(w, r, time.Second)
+		defer b.Finish()
+		buf := make([]byte, 16)
+		_, _ = b.Read(buf) // moves the read deadline
+		bodies <- b
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go func() { _, _ = pw.Write(make([]byte, 64)) }()
+	resp, err := srv.Client().Post(srv.URL, "application/octet-stream", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 {
+		t.Fatalf("over %s, want HTTP/2", resp.Proto)
+	}
+	b := <-bodies
+	// The handler has returned (its answer came); its stream may be gone.
+	for range 50 {
+		if err := b.Close(); err != nil && !errors.Is(err, http.ErrBodyReadAfterClose) {
+			t.Logf("close: %v", err)
+		}
+	}
+}

@@ -246,6 +246,7 @@ func (h *innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.NoBody // an HTTP/2 request without a body must stay bodyless upstream
 	}
 	body := relay.WatchClientBody(w, r, h.ic.Idle)
+	defer body.Finish()
 	resp := h.ic.Handle(r, h.target)
 	// A hijacked connection never reports StateClosed: the listener is
 	// closed when a protocol switch takes the connection.
