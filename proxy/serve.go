@@ -82,7 +82,7 @@ func (p *Proxy) serve(req *http.Request, target *tunnel.Target, snap *snapshot, 
 		return rec.deny(answer.Refused(req, http.StatusLoopDetected,
 			"request loop detected (Via already contains nora-breaker)"))
 	}
-	if target != nil && !sameHost(req.URL, *target) {
+	if target != nil && (!sameHost(req.URL, *target) || !sameHostHeader(req, *target)) {
 		return rec.deny(answer.Refused(req, http.StatusMisdirectedRequest,
 			"request Host does not match the CONNECT target"))
 	}
@@ -174,6 +174,15 @@ func prepareOutbound(req *http.Request) {
 func sameHost(u *url.URL, target tunnel.Target) bool {
 	host, port := hostport.Of(u)
 	return host == target.Host && port == target.Port
+}
+
+// sameHostHeader reports whether req's Host (HTTP/2's :authority) names the
+// CONNECT target too, or is empty. net/http's HTTP/2 server takes the URL
+// from an absolute :path, so a request may name the target there and
+// another host in its :authority, which goes upstream as the Host
+// (docs/behaviour.md §5.2); HTTP/1.1 makes the two agree itself.
+func sameHostHeader(req *http.Request, target tunnel.Target) bool {
+	return req.Host == "" || sameHost(&url.URL{Scheme: req.URL.Scheme, Host: req.Host}, target)
 }
 
 // cancelOnClose releases a request's context when its body is closed.
