@@ -122,31 +122,13 @@ func TestH1CancelEndsTheWait(t *testing.T) {
 	}
 }
 
-// rawServer answers every connection with the given bytes.
+// rawServer answers every connection's first request with the given bytes.
 func rawServer(t *testing.T, answer string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				if _, err := http.ReadRequest(br); err != nil {
-					return
-				}
-				io.WriteString(c, answer)
-			}()
+	return connServer(t, func(_ int, c net.Conn, br *bufio.Reader) {
+		if _, err := http.ReadRequest(br); err == nil {
+			io.WriteString(c, answer)
 		}
-	}()
-	return "http://" + ln.Addr().String()
+	})
 }
 
 // TestH1HostileAnswers: an endless header is cut off at the bound, and 1xx
