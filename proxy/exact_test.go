@@ -36,9 +36,9 @@ type exactPath struct {
 	start func(t *testing.T, h http.HandlerFunc, threshold, proxyTimeout int, extra string) (*testProxy, *http.Client, string)
 }
 
-func exactPaths() []exactPath {
-	config := func(base string, threshold, proxyTimeout int, sidecar string) string {
-		return fmt.Sprintf(`
+// exactConfig is one maven upstream at base under a breaker.
+func exactConfig(base string, threshold, proxyTimeout int, sidecar string) string {
+	return fmt.Sprintf(`
 [circuit_breaker]
 enabled = true
 failure_threshold = %d
@@ -51,27 +51,33 @@ proxy_timeout = %d
 [sidecar]
 %s
 `, threshold, base, proxyTimeout, sidecar)
+}
+
+// interceptedPath is the intercepted path to the TLS upstream newUp starts
+// (it stops it when the test ends), from a client on HTTP/2 when h2 is set.
+func interceptedPath(newUp func(*testing.T, http.HandlerFunc) *httptest.Server, h2 bool) func(*testing.T, http.HandlerFunc, int, int, string) (*testProxy, *http.Client, string) {
+	return func(t *testing.T, h http.HandlerFunc, threshold, proxyTimeout int, extra string) (*testProxy, *http.Client, string) {
+		up := newUp(t, h)
+		lines, pool := interceptCA(t, up)
+		tp := newTestProxy(t, exactConfig(up.URL, threshold, proxyTimeout, lines+extra), nil)
+		c := proxyClient(t, tp, pool)
+		tr := c.Transport.(*http.Transport)
+		tr.TLSClientConfig.Time = tp.Clock.Now
+		tr.ForceAttemptHTTP2 = h2
+		return tp, c, up.URL
 	}
-	intercepted := func(h2 bool) func(*testing.T, http.HandlerFunc, int, int, string) (*testProxy, *http.Client, string) {
-		return func(t *testing.T, h http.HandlerFunc, threshold, proxyTimeout int, extra string) (*testProxy, *http.Client, string) {
-			up := newTLSUpstream(t, h)
-			lines, pool := interceptCA(t, up.Server)
-			tp := newTestProxy(t, config(up.URL, threshold, proxyTimeout, lines+extra), nil)
-			c := proxyClient(t, tp, pool)
-			tr := c.Transport.(*http.Transport)
-			tr.TLSClientConfig.Time = tp.Clock.Now
-			tr.ForceAttemptHTTP2 = h2
-			return tp, c, up.URL
-		}
-	}
+}
+
+func exactPaths() []exactPath {
+	h1Upstream := func(t *testing.T, h http.HandlerFunc) *httptest.Server { return newTLSUpstream(t, h).Server }
 	return []exactPath{
 		{"plain", func(t *testing.T, h http.HandlerFunc, threshold, proxyTimeout int, extra string) (*testProxy, *http.Client, string) {
 			up := newUpstream(t, h)
-			tp := newTestProxy(t, config(up.URL, threshold, proxyTimeout, extra), nil)
+			tp := newTestProxy(t, exactConfig(up.URL, threshold, proxyTimeout, extra), nil)
 			return tp, proxyClient(t, tp, nil), up.URL
 		}},
-		{"intercepted h1", intercepted(false)},
-		{"intercepted h2", intercepted(true)},
+		{"intercepted h1", interceptedPath(h1Upstream, false)},
+		{"intercepted h2", interceptedPath(h1Upstream, true)},
 	}
 }
 
@@ -503,39 +509,21 @@ proxies = ["%s/maven2"]
 // HTTP/2, whose requests the shared HTTP/2 pool (dial/h2share.go) carries,
 // from a client on either protocol.
 func h2UpstreamPaths() []exactPath {
-	through := func(h2 bool) func(*testing.T, http.HandlerFunc, int, int, string) (*testProxy, *http.Client, string) {
-		return func(t *testing.T, h http.HandlerFunc, threshold, proxyTimeout int, extra string) (*testProxy, *http.Client, string) {
-			up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if r.ProtoMajor != 2 {
-					t.Errorf("the upstream was asked over %s, want HTTP/2", r.Proto)
-				}
-				h(w, r)
-			}))
-			up.EnableHTTP2 = true
-			up.StartTLS()
-			t.Cleanup(up.Close)
-			lines, pool := interceptCA(t, up)
-			tp := newTestProxy(t, fmt.Sprintf(`
-[circuit_breaker]
-enabled = true
-failure_threshold = %d
-[registries]
-enable = "maven"
-[maven]
-proxies = ["%s/maven2"]
-proxy_timeout = %d
-[sidecar]
-%s%s`, threshold, up.URL, proxyTimeout, lines, extra), nil)
-			c := proxyClient(t, tp, pool)
-			tr := c.Transport.(*http.Transport)
-			tr.TLSClientConfig.Time = tp.Clock.Now
-			tr.ForceAttemptHTTP2 = h2
-			return tp, c, up.URL
-		}
+	h2Upstream := func(t *testing.T, h http.HandlerFunc) *httptest.Server {
+		up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.ProtoMajor != 2 {
+				t.Errorf("the upstream was asked over %s, want HTTP/2", r.Proto)
+			}
+			h(w, r)
+		}))
+		up.EnableHTTP2 = true
+		up.StartTLS()
+		t.Cleanup(up.Close)
+		return up
 	}
 	return []exactPath{
-		{"h2 upstream, client h1", through(false)},
-		{"h2 upstream, client h2", through(true)},
+		{"h2 upstream, client h1", interceptedPath(h2Upstream, false)},
+		{"h2 upstream, client h2", interceptedPath(h2Upstream, true)},
 	}
 }
 

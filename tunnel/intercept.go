@@ -261,7 +261,6 @@ func (h *innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // tracking the first; finished when the connection is done (finish).
 type oneConnListener struct {
 	conn      net.Conn
-	taken     sync.Once
 	handedOut atomic.Bool
 	once      sync.Once
 	done      chan struct{}
@@ -278,11 +277,8 @@ func newOneConnListener(c net.Conn) *oneConnListener {
 
 // Accept returns the connection the first time and net.ErrClosed after Close.
 func (l *oneConnListener) Accept() (net.Conn, error) {
-	var c net.Conn
-	l.taken.Do(func() { c = l.conn })
-	if c != nil {
-		l.handedOut.Store(true)
-		return c, nil
+	if l.handedOut.CompareAndSwap(false, true) {
+		return l.conn, nil
 	}
 	l.asked.Do(func() { close(l.serving) })
 	<-l.done
