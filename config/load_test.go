@@ -384,3 +384,17 @@ cargo = ["mirror.crates.test:8443"]
 		t.Errorf("host-key overrides warned about: %q", cfg.Warnings)
 	}
 }
+
+// A credential_headers list adds to the default one (docs/behaviour.md §10):
+// naming a registry's own token header must not drop GitLab's.
+func TestCredentialHeadersAddToTheDefault(t *testing.T) {
+	file := "[sidecar]\ncredential_headers = [\"x-my-token\", \"private-token\", \"X-My-Token\"]\n"
+	got := mustLoad(t, file, nil, Flags{}).Sidecar.CredentialHeaders
+	want := append(defaultCredentialHeaders(), "X-My-Token")
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("credential_headers\n got %q\nwant %q", got, want)
+	}
+	if got := mustLoad(t, "[sidecar]\ncredential_headers = []\n", nil, Flags{}).Sidecar.CredentialHeaders; !reflect.DeepEqual(got, defaultCredentialHeaders()) {
+		t.Errorf("an empty list gave %q, want the default", got)
+	}
+}

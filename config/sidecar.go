@@ -90,9 +90,8 @@ func defaultSidecar() Sidecar {
 		MaxConnections:          4096,
 		MaxUpstreamConnsPerHost: 256,
 		ThrottleDefault:         60 * time.Second,
-		CredentialHeaders: []string{"Private-Token", "Job-Token", "Deploy-Token", "X-Api-Key", "X-Jfrog-Art-Api",
-			"X-Nuget-Apikey", "X-Auth-Token"},
-		SharedStatePrefix: "nora-breaker",
+		CredentialHeaders:       defaultCredentialHeaders(),
+		SharedStatePrefix:       "nora-breaker",
 	}
 }
 

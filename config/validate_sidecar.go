@@ -3,6 +3,7 @@ package config
 import (
 	"net"
 	"net/textproto"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -73,6 +74,7 @@ func validateSidecar(s *Sidecar, from map[string]origin, probs *problems) (paren
 		}
 		s.CredentialHeaders[i] = textproto.CanonicalMIMEHeaderKey(name)
 	}
+	s.CredentialHeaders = withDefaultCredentialHeaders(s.CredentialHeaders)
 	validateHostLists("aliases", "alias", s.Aliases, at, probs)
 	validateHostLists("equivalents", "equivalent host", s.Equivalents, at, probs)
 	validateResolve(s.Resolve, at, probs)
@@ -209,4 +211,26 @@ func contains(list []string, v string) bool {
 		}
 	}
 	return false
+}
+
+// defaultCredentialHeaders are the headers that carry credentials besides
+// Authorization and Cookie whatever credential_headers says
+// (docs/behaviour.md §10).
+func defaultCredentialHeaders() []string {
+	return []string{"Private-Token", "Job-Token", "Deploy-Token", "X-Api-Key", "X-Jfrog-Art-Api",
+		"X-Nuget-Apikey", "X-Auth-Token"}
+}
+
+// withDefaultCredentialHeaders is the configured credential_headers after
+// the defaults, each name once: a list an operator sets adds to the
+// defaults, so naming a registry's own token header never makes the proxy
+// hand a GitLab Private-Token to the next upstream.
+func withDefaultCredentialHeaders(configured []string) []string {
+	out := defaultCredentialHeaders()
+	for _, h := range configured {
+		if !slices.Contains(out, h) {
+			out = append(out, h)
+		}
+	}
+	return out
 }
