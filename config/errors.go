@@ -78,17 +78,18 @@ func (o origin) errorf(format string, args ...any) *Error {
 
 // redactURL hides any user:pass@ in a URL-ish string without requiring it to
 // parse, because the strings we complain about are exactly the ones that do
-// not parse and they must never leak credentials into logs.
+// not parse and they must never leak credentials into logs. Everything up to
+// the last "@" is hidden, not only what a parser would call the user info: a
+// password pasted with an unencoded "/", "?" or "#" in it ends the authority
+// early for a parser, and its tail would be shown (docs/behaviour.md §9). A
+// path holding "@" is hidden too; a message that says too little is the
+// safe side.
 func redactURL(s string) string {
 	start := 0
 	if i := strings.Index(s, "://"); i >= 0 {
 		start = i + 3
 	}
-	end := len(s)
-	if i := strings.IndexAny(s[start:], "/?#"); i >= 0 {
-		end = start + i
-	}
-	if at := strings.LastIndex(s[start:end], "@"); at >= 0 {
+	if at := strings.LastIndex(s[start:], "@"); at >= 0 {
 		return s[:start] + "***@" + s[start+at+1:]
 	}
 	return s

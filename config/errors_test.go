@@ -177,3 +177,24 @@ func TestErrorString(t *testing.T) {
 		}
 	}
 }
+
+// A password holding /, ? or # (unencoded, as people paste them) ends the
+// URL's authority early for the parser; the problem about it must hide the
+// whole password all the same (docs/behaviour.md §9).
+func TestProblemsHidePasswordsHoldingURLDelimiters(t *testing.T) {
+	for _, pw := range []string{"se/cr3t", "se?cr3t", "se#cr3t", "a:b/se/cr3t", "se/cr3t@x"} {
+		t.Run(pw, func(t *testing.T) {
+			env := map[string]string{"NORA_NPM_PROXY": "https://user:" + pw + "@npm.test"}
+			file := "[maven]\nproxies = [\"https://user:" + pw + "@m.test/m2\"]\n"
+			_, err := load(t, file, env, Flags{})
+			if err == nil {
+				t.Fatal("accepted a URL whose password ends its host early")
+			}
+			for _, part := range []string{"cr3t", "se/", "se?", "se#"} {
+				if strings.Contains(err.Error(), part) {
+					t.Fatalf("error shows %q of the password:\n%v", part, err)
+				}
+			}
+		})
+	}
+}

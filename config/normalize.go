@@ -23,6 +23,11 @@ func normalizeURL(raw string) (*url.URL, string, error) {
 	}
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil {
+		if shown != raw {
+			// The parser's own words quote the part it choked on, which
+			// for a password holding "/", "?" or "#" is that password.
+			return nil, "", fmt.Errorf("invalid URL %q: it does not parse (percent-encode any /, ?, # or @ in its user name or password)", shown)
+		}
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err

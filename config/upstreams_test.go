@@ -279,3 +279,19 @@ func TestLineNumbersInArrays(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestRedactURLPasswordWithDelimiters(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://u:p@h.test/x":         "https://***@h.test/x",
+		"https://u:se/cret@h.test/x":   "https://***@h.test/x",
+		"https://u:se?cret@h.test":     "https://***@h.test",
+		"https://u:se#cret@h.test/a?b": "https://***@h.test/a?b",
+		"u:se/cret@h.test":             "***@h.test",
+		"https://h.test/no/credential": "https://h.test/no/credential",
+		"https://***@h.test":           "https://***@h.test",
+	} {
+		if got := redactURL(in); got != want {
+			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
