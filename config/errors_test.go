@@ -198,3 +198,28 @@ func TestProblemsHidePasswordsHoldingURLDelimiters(t *testing.T) {
 		})
 	}
 }
+
+// An admin_token no Authorization header can carry (white space at either
+// end, as a Secret written by `echo` has, or a control character) would lock
+// every caller out of the admin API; it is refused, in the file and in the
+// environment, without showing it (docs/behaviour.md §7).
+func TestAdminTokenNoHeaderCanCarryIsRefused(t *testing.T) {
+	for _, tok := range []string{"s3cret\n", " s3cret", "s3cret\t", "s3\x00cret", "s3\rcret", "s3\x7fcret"} {
+		_, err := load(t, "", map[string]string{"NORA_SIDECAR_ADMIN_TOKEN": tok}, Flags{})
+		if err == nil {
+			t.Errorf("admin_token %q accepted", tok)
+			continue
+		}
+		if !strings.Contains(err.Error(), "admin_token") && !strings.Contains(err.Error(), "ADMIN_TOKEN") || strings.Contains(err.Error(), "s3") {
+			t.Errorf("admin_token %q: error does not name the key or shows the token: %v", tok, err)
+		}
+	}
+	if _, err := load(t, "[sidecar]\nadmin_token = \"s3cret\\n\"\n", nil, Flags{}); err == nil {
+		t.Error("admin_token with a newline in the file accepted")
+	}
+	for _, tok := range []string{"s3cret", "a b", "tök-ü", "x.y_z~+/="} {
+		if _, err := load(t, "", map[string]string{"NORA_SIDECAR_ADMIN_TOKEN": tok}, Flags{}); err != nil {
+			t.Errorf("admin_token %q refused: %v", tok, err)
+		}
+	}
+}

@@ -33,6 +33,9 @@ func validateSidecar(s *Sidecar, from map[string]origin, probs *problems) (paren
 	if listenersCollide(s.Listen, s.AdminListen) {
 		probs.add(at("admin_listen").errorf("must not take the port of listen (%s): the proxy could not bind both", s.Listen))
 	}
+	if !headerCarries(s.AdminToken) {
+		probs.add(at("admin_token").errorf("no Authorization header can carry it: it begins or ends with white space (a file or Secret written with a trailing newline?) or holds a control character"))
+	}
 	if (s.CACert == "") != (s.CAKey == "") {
 		key := "ca_cert"
 		if s.CACert == "" {
@@ -233,4 +236,19 @@ func withDefaultCredentialHeaders(configured []string) []string {
 		}
 	}
 	return out
+}
+
+// headerCarries reports whether a client can send token in a header and
+// have it arrive as it is: header values lose white space at either end
+// and cannot hold control characters other than a tab (RFC 9110 §5.5).
+func headerCarries(token string) bool {
+	if strings.Trim(token, " \t\r\n") != token {
+		return false
+	}
+	for i := 0; i < len(token); i++ {
+		if c := token[i]; (c < 0x20 && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
