@@ -97,6 +97,17 @@ func (s *Sender) HeaderTail(key string) (time.Duration, bool) {
 // host has answered no one meanwhile.
 func (s *Sender) Answered(key string) uint64 { return s.recent.answered(key) }
 
+// Forget drops what the Sender keeps for keys that left the breaker set (a
+// learned host forgotten, an upstream removed by a reload): their duration
+// series and their header times. An attempt still in flight for one may
+// bring a series back; the next Forget of it, or none, is harmless.
+func (s *Sender) Forget(keys ...string) {
+	for _, k := range keys {
+		s.duration.DeletePartialMatch(prometheus.Labels{"registry": k})
+		s.recent.keys.Delete(k)
+	}
+}
+
 // suspectWait is how long out waits for headers before it counts as
 // silent: the target's SuspectAfter, or twice the host's recent tail when
 // that is longer, since a host that is slow by habit is not silent when it

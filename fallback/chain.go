@@ -182,6 +182,22 @@ func New(o Options) (*Chain, error) {
 	return c, nil
 }
 
+// Forget drops every series and count the chain keeps by breaker key for
+// keys that left the breaker set (a learned host forgotten, an upstream
+// removed by a reload), so the scrape does not grow with every host ever
+// seen.
+func (c *Chain) Forget(keys ...string) {
+	for _, k := range keys {
+		for _, v := range []*prometheus.CounterVec{c.staleServed, c.hedgesSent, c.hedgesWon, c.hedgesOverBudget} {
+			v.DeleteLabelValues(k)
+		}
+		c.fallbacks.DeletePartialMatch(prometheus.Labels{"from": k})
+		c.fallbacks.DeletePartialMatch(prometheus.Labels{"to": k})
+		c.staleRuns.forget(k)
+		c.hedges.keys.Delete(k)
+	}
+}
+
 // Serve decides r, together with the identical GETs in flight when it may
 // share their decision (coalesce.go), else alone.
 func (c *Chain) Serve(r Request) Result {

@@ -88,3 +88,14 @@ func (w *staleWatch) fresh(key string) {
 		w.lastAge.DeleteLabelValues(key)
 	}
 }
+
+// forget drops key's run and every series of it, for a key that left the
+// breaker set.
+func (w *staleWatch) forget(key string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.runs, key)
+	w.since.DeleteLabelValues(key)
+	w.lastAge.DeleteLabelValues(key)
+	w.ages.DeleteLabelValues(key)
+}

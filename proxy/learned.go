@@ -44,6 +44,7 @@ func (p *Proxy) syncLearned(snap *snapshot) {
 	p.breakers.Adjust(add, remove)
 	p.learnedKeys = next
 	p.throttles.SetKeys(p.breakers.Keys())
+	p.forgetKeys(remove)
 }
 
 // syncBreakers gives the breaker set (and the throttle gauge) every key of
@@ -60,8 +61,31 @@ func (p *Proxy) syncBreakers(snap *snapshot) {
 		p.learnedKeys[k.Key] = true
 	}
 	keys = append(keys, learned...)
+	before := p.breakers.Keys()
 	p.breakers.Reconfigure(snap.cfg.CircuitBreaker.Enabled, keys)
-	p.throttles.SetKeys(keyNames(keys))
+	names := keyNames(keys)
+	p.throttles.SetKeys(names)
+	kept := make(map[string]bool, len(names))
+	for _, k := range names {
+		kept[k] = true
+	}
+	var gone []string
+	for _, k := range before {
+		if !kept[k] {
+			gone = append(gone, k)
+		}
+	}
+	p.forgetKeys(gone)
+}
+
+// forgetKeys drops what the attempts and the chain keep by key for keys
+// that left the breaker set; the breaker set forgets its own series.
+func (p *Proxy) forgetKeys(keys []string) {
+	if len(keys) == 0 {
+		return
+	}
+	p.sender.Forget(keys...)
+	p.chain.Forget(keys...)
 }
 
 // configuredKeys is the set of snap's configured breaker keys.

@@ -120,3 +120,51 @@ func learnedConfig(registries []string, sidecar string, servers map[string]*upst
 	}
 	return b.String()
 }
+
+// A learned host that is forgotten takes its series with it: the breaker's
+// and the attempt duration histogram's (docs/behaviour.md §3.2, §7). Hosts
+// learned from redirects come and go for as long as the proxy runs, and a
+// series per host ever seen would grow the scrape without bound.
+func TestForgottenLearnedHostLeavesNoSeries(t *testing.T) {
+	storage := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "blob bytes") })
+	mirror := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		to := "old"
+		if strings.Contains(r.URL.Path, "/new/") {
+			to = "new"
+		}
+		http.Redirect(w, r, "http://"+to+".storage.test/b?sig=abc", http.StatusTemporaryRedirect)
+	})
+	tp := newTestProxy(t, learnedConfig([]string{"mirror.test"}, "deny_unlisted = true",
+		map[string]*upstream{"mirror.test": mirror, "old.storage.test": storage, "new.storage.test": storage}), nil)
+	c := proxyClient(t, tp, nil)
+	oldKey := "docker:http://mirror.test@old.storage.test"
+	series := func() string {
+		_, text := ixAdmin(t, tp, "GET", "/metrics", "")
+		return text
+	}
+	getURL(t, c, "http://mirror.test/v2/lib/x/blobs/old/sha256:1")
+	if resp, body := getURL(t, c, "http://old.storage.test/b?sig=abc"); resp.StatusCode != 200 || body != "blob bytes" {
+		t.Fatalf("learned host: %d %q", resp.StatusCode, body)
+	}
+	if text := series(); !strings.Contains(text, `nora_upstream_request_duration_seconds_count{registry="`+oldKey+`",status="2xx"} 1`) {
+		t.Fatalf("the learned host's attempt is not measured:\n%s", text)
+	}
+	// Past its time, and another host learned (which syncs the set).
+	tp.Clock.Advance(11 * time.Minute)
+	getURL(t, c, "http://mirror.test/v2/lib/x/blobs/new/sha256:1")
+	if slices.Contains(tp.breakers.Keys(), oldKey) {
+		t.Fatalf("the forgotten host still has a breaker")
+	}
+	if text := series(); strings.Contains(text, oldKey) {
+		var left []string
+		for _, l := range strings.Split(text, "\n") {
+			if strings.Contains(l, oldKey) {
+				left = append(left, l)
+			}
+		}
+		t.Errorf("the forgotten host's series remain:\n%s", strings.Join(left, "\n"))
+	}
+	if _, ok := tp.sender.HeaderTail(oldKey); ok || tp.sender.Answered(oldKey) != 0 {
+		t.Errorf("the sender still keeps the forgotten host's header times")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -211,4 +212,38 @@ func TestReloadNamesWhatStillNeedsARestart(t *testing.T) {
 			t.Errorf("reload %d (listen %s): needs restart %v, want %v", i+1, step.listen, got, step.want)
 		}
 	}
+}
+
+// An upstream a reload removes takes its attempt series with it; the one
+// that stays keeps its own (docs/behaviour.md §7).
+func TestReloadForgetsTheSeriesOfRemovedUpstreams(t *testing.T) {
+	a := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "a") })
+	b := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "b") })
+	tp := newTestProxy(t, biMavenChain(3, 10, a.URL+"/m2", b.URL+"/m2"), nil)
+	c := proxyClient(t, tp, nil)
+	for _, u := range []string{a.URL, b.URL} {
+		if resp, _ := getURL(t, c, u+"/m2/x.jar"); resp.StatusCode != 200 {
+			t.Fatalf("%s: %d", u, resp.StatusCode)
+		}
+	}
+	keyA, keyB := "maven:"+a.URL+"/m2", "maven:"+b.URL+"/m2"
+	if seriesOf(t, tp, keyA) == 0 || seriesOf(t, tp, keyB) == 0 {
+		t.Fatalf("attempts not measured: %d %d", seriesOf(t, tp, keyA), seriesOf(t, tp, keyB))
+	}
+	if _, err := tp.Reload(testkit.LoadConfig(t, biMavenChain(3, 10, a.URL+"/m2"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	if n := seriesOf(t, tp, keyB); n != 0 {
+		t.Errorf("%d series of the removed upstream remain", n)
+	}
+	if seriesOf(t, tp, keyA) == 0 {
+		t.Errorf("the upstream that stayed lost its series")
+	}
+}
+
+// seriesOf counts the samples on /metrics labelled registry=key.
+func seriesOf(t *testing.T, tp *testProxy, key string) int {
+	t.Helper()
+	_, text := ixAdmin(t, tp, "GET", "/metrics", "")
+	return strings.Count(text, `registry="`+key+`"`)
 }
