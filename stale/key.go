@@ -120,8 +120,8 @@ type Policy struct {
 // be stored or served from the cache.
 //
 // The key is the URL as the client addressed it (scheme, lower-cased host,
-// port only when not the scheme's default, escaped path, raw query; never the
-// userinfo), then the Accept header for requests whose answer depends on it
+// port only when not the scheme's default, escaped path, the query's names
+// with a digest of each value; never the userinfo), then the Accept header for requests whose answer depends on it
 // (docker manifests, npm packuments, PyPI simple pages), then the credential
 // rule of the mode: "off" refuses requests with credentials, "isolate"
 // appends a digest of them, "share" ignores them. A request carrying
@@ -254,8 +254,8 @@ func writeURL(b *strings.Builder, req *http.Request) bool {
 }
 
 // NormalURL is u as cache keys spell a URL: lower-case scheme and host, no
-// default port, escaped path ("/" when empty) and raw query, no userinfo or
-// fragment. Two spellings of one URL (a redirect's Location and the request
+// default port, escaped path ("/" when empty) and the query with its values
+// digested (writeQueryDigests), no userinfo or fragment. Two spellings of one URL (a redirect's Location and the request
 // it causes) give the same string.
 func NormalURL(u *url.URL) string {
 	var b strings.Builder
@@ -265,7 +265,7 @@ func NormalURL(u *url.URL) string {
 }
 
 // writeNormalURL writes scheme://host, host normalised, then u's escaped
-// path and raw query.
+// path and its query, values digested.
 func writeNormalURL(b *strings.Builder, scheme, host string, u *url.URL) {
 	b.WriteString(scheme)
 	b.WriteString("://")
@@ -277,7 +277,32 @@ func writeNormalURL(b *strings.Builder, scheme, host string, u *url.URL) {
 	b.WriteString(path)
 	if q := u.RawQuery; q != "" {
 		b.WriteByte('?')
-		b.WriteString(q)
+		writeQueryDigests(b, q)
+	}
+}
+
+// writeQueryDigests writes a raw query with each value replaced by "~" and
+// its SHA-256: tokens travel in query strings (GitLab's private_token, a
+// job_token, a signed URL's signature) and the key is written to stale_dir,
+// which must never hold a credential in clear (docs/behaviour.md §10).
+// Names stay, and so do the order and the separators, so two queries give
+// one key exactly when they were the same; a part without "=" is digested
+// whole.
+func writeQueryDigests(b *strings.Builder, raw string) {
+	for i, part := range strings.Split(raw, "&") {
+		if i > 0 {
+			b.WriteByte('&')
+		}
+		name, value, hasValue := strings.Cut(part, "=")
+		if !hasValue {
+			value = part
+		} else {
+			b.WriteString(name)
+			b.WriteByte('=')
+		}
+		sum := sha256.Sum256([]byte(value))
+		b.WriteByte('~')
+		b.WriteString(hex.EncodeToString(sum[:]))
 	}
 }
 

@@ -26,7 +26,10 @@ const (
 
 	// metaVersion 2 added Cred; version 1 entries did not record who
 	// stored them, so they cannot be checked and are dropped at load.
-	metaVersion = 2
+	// Version 3 keys hold digests of query values (writeQueryDigests);
+	// a version 2 entry is kept only when its URL has no query, since
+	// its key holds the values in clear.
+	metaVersion = 3
 	// maxMetaBytes bounds what the loader reads from one metadata file; real
 	// ones hold a key and a response's headers, far below this.
 	maxMetaBytes = 1 << 20
@@ -83,7 +86,9 @@ func decodeMeta(data []byte, hash string) (*meta, error) {
 		return nil, fmt.Errorf("%w: %w", errBadMeta, err)
 	}
 	switch {
-	case m.Version != metaVersion:
+	case m.Version == metaVersion-1 && keyHasQuery(m.Key):
+		return nil, fmt.Errorf("%w: version %d with query values in clear", errBadMeta, m.Version)
+	case m.Version != metaVersion && m.Version != metaVersion-1:
 		return nil, fmt.Errorf("%w: version %d", errBadMeta, m.Version)
 	case m.Key == "" || keyHash(m.Key) != hash:
 		return nil, fmt.Errorf("%w: key does not match file name", errBadMeta)
@@ -120,6 +125,12 @@ func decodeMeta(data []byte, hash string) (*meta, error) {
 		m.Header = http.Header{}
 	}
 	return &m, nil
+}
+
+// keyHasQuery reports a key whose URL (its first line) has a query.
+func keyHasQuery(key string) bool {
+	url, _, _ := strings.Cut(key, "\n")
+	return strings.Contains(url, "?")
 }
 
 // validBodyName accepts only "<hash>.<digits>.body": a plain name in the

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // storeFor tees body as the answer to req (headers as given) under p and
@@ -268,5 +269,75 @@ func TestACopyInSeveralCodingsNeedsEveryOne(t *testing.T) {
 				t.Fatalf("Content-Encoding %q, Accept-Encoding %q: served = %v, want %v", tc.stored, tc.asked, hit, tc.want)
 			}
 		})
+	}
+}
+
+// TestQueryValuesKeepOffDisk: a token a client sends in the query string
+// (GitLab's private_token, a job_token, a signature) is a credential like
+// any header's: the key written to stale_dir holds a digest of each query
+// value, never the value (docs/behaviour.md §10), and the digest still
+// tells the requests apart.
+func TestQueryValuesKeepOffDisk(t *testing.T) {
+	dir := t.TempDir()
+	c, _ := newTestCache(t, Options{Dir: dir})
+	at := func(query string) Ref {
+		ref, ok := Policy{}.For(httptest.NewRequest(http.MethodGet, "https://gitlab.test/api/v4/packages/maven/a/1/a-1.jar?"+query, nil), "maven")
+		if !ok {
+			t.Fatalf("?%s: not cacheable", query)
+		}
+		return ref
+	}
+	storeFor(t, c, at("private_token=glpat-s3cr3t&ns=gl4b"), 200, http.Header{}, "payload")
+	if _, n := c.Stats(); n != 1 {
+		t.Fatalf("%d entries stored", n)
+	}
+	if leaks := secretsOnDisk(t, dir, "glpat-s3cr3t", "gl4b"); len(leaks) > 0 {
+		t.Fatalf("query values kept in clear: %v", leaks)
+	}
+	for _, tc := range []struct {
+		query string
+		want  bool
+	}{
+		{"private_token=glpat-s3cr3t&ns=gl4b", true},
+		{"private_token=glpat-other&ns=gl4b", false},
+		{"private_token=glpat-s3cr3t&ns=other", false},
+		{"ns=gl4b&private_token=glpat-s3cr3t", false}, // another URL, as before
+		{"private_token=&ns=gl4b", false},
+		{"glpat-s3cr3t&ns=gl4b", false},
+	} {
+		e, hit := c.Find(at(tc.query))
+		if hit {
+			e.Body.Close()
+		}
+		if hit != tc.want {
+			t.Errorf("?%s: served = %v, want %v", tc.query, hit, tc.want)
+		}
+	}
+}
+
+// TestQueryKeptInClearByAnOlderVersionIsDropped: an entry written before
+// query values were digested holds them in clear in its key; Open drops it
+// (its files go), while an older entry without a query is kept.
+func TestQueryKeptInClearByAnOlderVersionIsDropped(t *testing.T) {
+	dir := t.TempDir()
+	older := func(key string) {
+		m := meta{Version: 2, Key: key, Status: 200, Size: 7, StoredAt: time.Now(), Body: keyHash(key) + ".1.body"}
+		data, _ := json.Marshal(m)
+		writeFile(t, filepath.Join(entryDir(dir, key), keyHash(key)+metaSuffix), string(data))
+		writeFile(t, filepath.Join(entryDir(dir, key), m.Body), "payload")
+	}
+	older("https://gitlab.test/a-1.jar?private_token=glpat-s3cr3t")
+	older("https://gitlab.test/a-2.jar")
+	c, _ := newTestCache(t, Options{Dir: dir})
+	if _, n := c.Stats(); n != 1 {
+		t.Errorf("%d entries loaded, want the one without a query", n)
+	}
+	if e, hit := c.Find(Ref{Key: "https://gitlab.test/a-2.jar", Mode: modeIsolate}); !hit {
+		t.Error("the older entry without a query was dropped")
+	} else {
+		e.Body.Close()
+	}
+	if leaks := secretsOnDisk(t, dir, "glpat-s3cr3t"); len(leaks) > 0 {
+		t.Errorf("an older version's clear query survived Open: %v", leaks)
 	}
 }
