@@ -286,3 +286,32 @@ func FuzzPresentEncoded(f *testing.F) {
 		}
 	})
 }
+
+// TestPresentRewrittenPageDropsTheCandidatesValidators: a page whose links
+// were rewritten is not the bytes the candidate's ETag and digests name;
+// kept, they would let a client's next conditional request (If-None-Match,
+// to whichever index) keep the rewritten page as the index's own, and a
+// client that checks Content-Digest would refuse it. An unchanged page keeps
+// them.
+func TestPresentRewrittenPageDropsTheCandidatesValidators(t *testing.T) {
+	validators := []string{"Etag", "Content-Md5", "Digest", "Content-Digest", "Repr-Digest"}
+	for _, tc := range []struct {
+		name    string
+		body    string
+		rewrite bool
+	}{
+		{"rewritten", relHTML, true},
+		{"unchanged", `<a href="https://files.pythonhosted.org/packages/x.whl` + sha + `">x</a>`, false},
+	} {
+		client, resp := candidateAnswer(t, htmlType, "gzip", gzipBytes(t, []byte(tc.body)))
+		for _, h := range validators {
+			resp.Header.Set(h, "from-b.test")
+		}
+		Format{}.Present(client, resp)
+		for _, h := range validators {
+			if got := resp.Header.Get(h) != ""; got == tc.rewrite {
+				t.Errorf("%s page: %s kept = %v", tc.name, h, got)
+			}
+		}
+	}
+}

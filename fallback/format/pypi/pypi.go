@@ -50,6 +50,13 @@ func rewrite(resp *http.Response, page *url.URL) bool {
 	out, ok := rewritten(raw, codings, resp.Header.Get("Content-Type"), page)
 	if out == nil {
 		out = raw
+	} else {
+		// The candidate's validators and digests name the bytes it sent,
+		// not these: an If-None-Match with its ETag must not make the
+		// rewritten page pass for the index's own.
+		for _, h := range []string{"Etag", "Content-Md5", "Digest", "Content-Digest", "Repr-Digest"} {
+			resp.Header.Del(h)
+		}
 	}
 	resp.Body = format.NewBytesBody(out)
 	resp.ContentLength = int64(len(out))
