@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 
 echo "== build (the same command the Docker image uses)"
 OUT=/tmp/nora-breaker-build-check bash scripts/build.sh && /tmp/nora-breaker-build-check version
+# Developers run the proxy on their own machines too: the binary must build
+# for macOS (the tests and their harnesses are Linux's).
+GOOS=darwin GOARCH=arm64 go build -o /dev/null .
 
 echo "== redis-server for the shared-state tests (installed once)"
 bash sharedstate/install-redis.sh

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package squidtest runs Debian's squid on loopback as the parent proxy of
 // tests: basic authentication from a password file, names from a hosts
 // file of its own, no cache, its own pid and log files, stopped by its PID.
