@@ -14,8 +14,10 @@ import (
 
 // Handler serves the admin listener (docs/behaviour.md §7). It is never
 // mounted on the proxy port. Every route but /metrics, /health and /ready
-// sits behind the admin token when one is configured (adminauth.go).
-func (s *Server) Handler() http.Handler {
+// sits behind the admin token when one is configured (adminauth.go), and
+// all of them behind the browser rules (browsers.go); loopback is whether
+// the listener serving it is on a loopback address (OnLoopback).
+func (s *Server) Handler(loopback bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.o.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /health", s.handleHealth)
@@ -24,7 +26,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /breakers/history", s.handleHistory)
 	mux.HandleFunc("POST /breakers/force", s.handleForce)
 	mux.HandleFunc("GET /{$}", s.handleStatusPage)
-	return s.requireAdminToken(mux)
+	return guardBrowsers(s.requireAdminToken(mux), loopback)
 }
 
 // breakerView is one entry of GET /breakers; its wire form, shared with the

@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"testing"
 	"time"
@@ -119,5 +121,43 @@ func TestAdminOnLoopbackRefusesAForeignHostName(t *testing.T) {
 		"evil.example:"+port, nil)
 	if b := breakerOf(t, tp, key); code != http.StatusForbidden || b.Forced != "" {
 		t.Fatalf("force with Host evil.example: %d, forced %q; want 403 and nothing forced", code, b.Forced)
+	}
+}
+
+// TestAdminOffLoopbackLetsHostNamesThrough: the handler of an admin listener
+// on another address (the Helm chart binds every interface, and Prometheus
+// and probes name the pod by IP or service name) leaves the Host alone, and
+// still refuses a cross-site force. Nothing but loopback is bound here, so
+// the handler is given the address it would serve.
+func TestAdminOffLoopbackLetsHostNamesThrough(t *testing.T) {
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
+	tp := newTestProxy(t, ixMaven(up.URL, true, ""), nil)
+	for _, addr := range []net.Addr{&net.TCPAddr{IP: net.IPv4zero, Port: 9128}, &net.TCPAddr{IP: net.IPv6unspecified, Port: 9128},
+		&net.TCPAddr{IP: net.ParseIP("10.1.2.3"), Port: 9128}} {
+		h := tp.AdminHandler(addr)
+		serve := func(method, path, host string, hdr map[string]string) int {
+			r := httptest.NewRequest(method, path, nil)
+			r.Host = host
+			for k, v := range hdr {
+				r.Header.Set(k, v)
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			return w.Code
+		}
+		for _, path := range []string{"/metrics", "/health", "/ready", "/breakers"} {
+			for _, host := range []string{"nora-breaker.default.svc:9128", "nora-breaker:9128", "10.1.2.3:9128"} {
+				if code := serve("GET", path, host, nil); code != 200 {
+					t.Errorf("listener %v: GET %s with Host %s: %d, want 200", addr, path, host, code)
+				}
+			}
+		}
+		force := "/breakers/force?key=" + url.QueryEscape(ixKey(up.URL)) + "&state=open"
+		if code := serve("POST", force, "nora-breaker:9128", map[string]string{"Sec-Fetch-Site": "cross-site"}); code != 403 {
+			t.Errorf("listener %v: cross-site force: %d, want 403", addr, code)
+		}
+		if b := breakerOf(t, tp, ixKey(up.URL)); b.Forced != "" {
+			t.Fatalf("listener %v: a cross-site force forced %q", addr, b.Forced)
+		}
 	}
 }

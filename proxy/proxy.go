@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log"
 	"maps"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -328,8 +329,12 @@ func (p *Proxy) keyHosts() map[string]admin.KeyHost {
 	return hosts
 }
 
-// AdminHandler serves the admin listener (docs/behaviour.md §7).
-func (p *Proxy) AdminHandler() http.Handler { return p.admin.Handler() }
+// AdminHandler serves the admin listener (docs/behaviour.md §7) that bound
+// addr: on a loopback address it refuses host names other than localhost
+// (admin/browsers.go).
+func (p *Proxy) AdminHandler(addr net.Addr) http.Handler {
+	return p.admin.Handler(admin.OnLoopback(addr))
+}
 
 // Breakers exposes the breaker set (admin API, status).
 func (p *Proxy) Breakers() *breakerstate.Set { return p.breakers }

@@ -57,7 +57,8 @@ type restartSetting struct {
 
 // restartSettings lists every [sidecar] setting a reload cannot apply, with
 // the place it is copied at start:
-//   - listen, admin_listen: the listeners, opened by main;
+//   - listen, admin_listen: the listeners, opened by main (the admin
+//     listener's Host rule follows the address it bound, in Serve);
 //   - ca_cert, ca_key: the interception CA, loaded by buildCA;
 //   - stale_dir, stale_max_bytes, stale_max_object_bytes: the stale cache,
 //     opened by buildFallback, which also bounds the coalesced bodies' spools

@@ -40,7 +40,7 @@ func (p *Proxy) Serve(ctx context.Context, proxyLn, adminLn net.Listener) error 
 		ErrorLog:          errLog,
 	}
 	adminSrv := &http.Server{
-		Handler:           p.AdminHandler(),
+		Handler:           p.AdminHandler(adminLn.Addr()),
 		ReadHeaderTimeout: clientconn.ReadHeaderTimeout,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,

@@ -231,7 +231,9 @@ func checkAdminAPI(t *testing.T, toml, token string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	srv := httptest.NewServer(p.AdminHandler())
+	srv := httptest.NewUnstartedServer(nil)
+	srv.Config.Handler = p.AdminHandler(srv.Listener.Addr())
+	srv.Start()
 	t.Cleanup(srv.Close)
 	call := func(method, path, bearer string) int {
 		req, _ := http.NewRequest(method, srv.URL+path, nil)

@@ -109,7 +109,9 @@ func TestHelmTestHookProbesTheProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	admin := httptest.NewServer(p.AdminHandler())
+	admin := httptest.NewUnstartedServer(nil)
+	admin.Config.Handler = p.AdminHandler(admin.Listener.Addr())
+	admin.Start()
 	t.Cleanup(admin.Close)
 	proxySrv := httptest.NewServer(p.Handler())
 	t.Cleanup(proxySrv.Close)
