@@ -61,6 +61,23 @@ func newConn(c net.Conn, idle time.Duration, release func()) *Conn {
 	return &Conn{halfCloser: halfCloser{c}, idle: idle, release: release}
 }
 
+// IdleBounded returns c under the hijacked form of the idle rule, with no
+// slot to release: the upstream side of a blind tunnel. The client side's
+// rule alone does not end a tunnel whose upstream never closes its end (a
+// black hole): once the client's half has ended, by its timeout or its
+// half-close, the relay waits only on the upstream, and without a deadline
+// there it would wait, holding the client's slot, forever. Every byte of
+// the tunnel passes both sides, so both rules measure the same silence
+// (docs/behaviour.md §5.1). idle <= 0 returns c as it is.
+func IdleBounded(c net.Conn, idle time.Duration) net.Conn {
+	if idle <= 0 {
+		return c
+	}
+	w := newConn(c, idle, nil)
+	w.hijacked()
+	return w
+}
+
 // hijacked switches to the hijacked form of the idle rule (net/http has
 // just cleared its deadlines) and ends the framing check.
 func (c *Conn) hijacked() {

@@ -13,6 +13,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/answer"
 	"github.com/nora-breaker/nora-breaker/attempt"
 	"github.com/nora-breaker/nora-breaker/breakerstate"
+	"github.com/nora-breaker/nora-breaker/clientconn"
 	"github.com/nora-breaker/nora-breaker/config"
 	"github.com/nora-breaker/nora-breaker/destination"
 	"github.com/nora-breaker/nora-breaker/dial"
@@ -136,7 +137,7 @@ func (p *Proxy) serveTunnel(req *http.Request, client net.Conn, snap *snapshot, 
 	}
 	rec.result, rec.status = answer.Tunnel, http.StatusOK
 	p.emit(rec, 0)
-	relay.Tunnel(client, upstream, p.bufs, &p.drainers)
+	relay.Tunnel(client, clientconn.IdleBounded(upstream, p.fixed.idleTimeout), p.bufs, &p.drainers)
 }
 
 // parentUnavailable is the 503 for a request or tunnel that would go
