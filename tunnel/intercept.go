@@ -75,20 +75,36 @@ type Interceptor struct {
 // Connection: close, an idle connection closes at once, and so does one
 // that was handed over during the drain (its handshake ended after the
 // shutdown began) once the request it came for is answered — net/http's
-// Shutdown would drop that request unanswered. On HTTP/2 the server shuts
-// down (GOAWAY: the open streams finish), once it counts the connection:
-// Shutdown before that would make Serve refuse it.
+// Shutdown would drop that request unanswered. A connection that has sent
+// no request yet is closed once it is 5 s old, as Shutdown closes one on
+// the plain port: SetKeepAlivesEnabled(false) applies that rule each time
+// it is called, so it is called again every drainPoll; called once, such a
+// connection held the drain for its whole header timeout. On HTTP/2 the
+// server shuts down (GOAWAY: the open streams finish), once it counts the
+// connection: Shutdown before that would make Serve refuse it.
 type serverDrainer struct {
 	srv *http.Server
 	ln  *oneConnListener
 	h2  bool
 }
 
+// drainPoll is how often an HTTP/1.1 drain looks for connections without
+// a request that have turned 5 s old; http.Server.Shutdown looks at most
+// this far apart.
+const drainPoll = 500 * time.Millisecond
+
 func (d serverDrainer) Drain(ctx context.Context) {
 	if !d.h2 {
-		d.srv.SetKeepAlivesEnabled(false)
-		<-ctx.Done() // the connection's end, or the grace's
-		return
+		tick := time.NewTicker(drainPoll)
+		defer tick.Stop()
+		for {
+			d.srv.SetKeepAlivesEnabled(false)
+			select {
+			case <-ctx.Done(): // the connection's end, or the grace's
+				return
+			case <-tick.C:
+			}
+		}
 	}
 	select {
 	case <-d.ln.serving:
