@@ -32,8 +32,10 @@ func (p *Proxy) Serve(ctx context.Context, proxyLn, adminLn net.Listener) error 
 	// From here on no request may reach these two ports on this machine.
 	p.own.Store(destination.NewOwn(destination.InterfaceAddrs(), proxyLn.Addr(), adminLn.Addr()))
 	errLog := p.errorLog()
+	fresh := &freshConns{}
 	proxySrv := &http.Server{
 		Handler:           p.Handler(),
+		ConnState:         fresh.track,
 		ReadHeaderTimeout: clientconn.ReadHeaderTimeout,
 		IdleTimeout:       p.fixed.idleTimeout,
 		MaxHeaderBytes:    clientconn.MaxHeaderBytes,
@@ -78,6 +80,7 @@ func (p *Proxy) Serve(ctx context.Context, proxyLn, adminLn net.Listener) error 
 	stopped := make(chan struct{})
 	wg.Go(func() {
 		defer close(stopped)
+		drainFresh(sctx, proxySrv, limited, fresh)
 		if err := proxySrv.Shutdown(sctx); err != nil {
 			p.log.Warn().Err(err).Msg("plain requests did not finish in time: closing them")
 			_ = proxySrv.Close()
