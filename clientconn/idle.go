@@ -78,6 +78,23 @@ func IdleBounded(c net.Conn, idle time.Duration) net.Conn {
 	return w
 }
 
+// IdleOf returns the idle timeout of the Conn under c (found through
+// anything with a NetConn method, *tls.Conn included), or 0 when there is
+// none: what a relay taking over c bounds its other side by.
+func IdleOf(c net.Conn) time.Duration {
+	for c != nil {
+		if w, ok := c.(*Conn); ok {
+			return w.idle
+		}
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return 0
+		}
+		c = u.NetConn()
+	}
+	return 0
+}
+
 // hijacked switches to the hijacked form of the idle rule (net/http has
 // just cleared its deadlines) and ends the framing check.
 func (c *Conn) hijacked() {

@@ -107,18 +107,44 @@ type onlyReader struct{ io.Reader }
 // Switched relays a switched protocol (a websocket after a 101) between the
 // hijacked client connection, read through fromClient (which may hold bytes
 // already read from it), and the upstream connection, until either side
-// ends. It is registered with ds like a tunnel.
+// ends. It is registered with ds like a tunnel. A write to the upstream
+// that has not completed within the client connection's idle timeout ends
+// the relay (stalledWriter).
 func Switched(client net.Conn, fromClient io.Reader, upstream io.ReadWriteCloser, ds *clientconn.Drainers) {
 	r := newRelayed(client, upstream)
 	ended := ds.Add(r)
 	defer ended()
 	done := make(chan struct{})
 	go func() {
-		_, _ = io.Copy(activity{upstream, r}, fromClient)
+		_, _ = io.Copy(activity{stalledWriter{upstream, clientconn.IdleOf(client), r}, r}, fromClient)
 		_ = upstream.Close()
 		close(done)
 	}()
 	_, _ = io.Copy(activity{client, r}, upstream)
 	_ = client.Close()
 	<-done
+}
+
+// stalledWriter ends the relay r when a write to the upstream has not
+// completed within idle. The upstream side of a protocol switch is the
+// body of a 101, which has no deadlines: an upstream that stops reading,
+// writing and closing while the client keeps sending fills the buffers
+// between them, and then no byte moves either way (docs/behaviour.md §5.1:
+// idle_timeout on a tunnel) with both copies waiting on the upstream and no
+// read or write pending on the client's connection for its idle rule to
+// cut. The bound is the one the client side has: a write that does not
+// complete within idle fails. idle <= 0 leaves writes unbounded.
+type stalledWriter struct {
+	w    io.Writer
+	idle time.Duration
+	r    *relayed
+}
+
+func (s stalledWriter) Write(p []byte) (int, error) {
+	if s.idle <= 0 {
+		return s.w.Write(p)
+	}
+	t := time.AfterFunc(s.idle, func() { _ = s.r.Close() })
+	defer t.Stop()
+	return s.w.Write(p)
 }
