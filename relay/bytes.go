@@ -73,8 +73,10 @@ func (a activity) Write(p []byte) (int, error) {
 
 // Tunnel copies bytes both ways between client and upstream until each
 // side has ended its stream. A side that ends is passed on as a half-close,
-// so the other direction keeps flowing; the client connection's idle rule
-// bounds a side that never ends. The tunnel is registered with ds, so a
+// so the other direction keeps flowing; the idle rule of both connections
+// bounds a side that never ends (the caller puts one on the upstream's,
+// clientconn.IdleBounded: a host that never closes its end would otherwise
+// hold the tunnel once the client's half has ended). The tunnel is registered with ds, so a
 // shutdown drains it (nil: not drained).
 func Tunnel(client, upstream net.Conn, bufs *Buffers, ds *clientconn.Drainers) {
 	r := newRelayed(client, upstream)
