@@ -61,11 +61,12 @@ func (b *blackHole) accepted() int {
 // TestIdleTunnelToASilentUpstreamIsClosed: a blind tunnel that carries no
 // byte in either direction for idle_timeout is closed (docs/behaviour.md
 // §5.1, §10) also when its upstream is a black hole that never closes its
-// end, whether the client stays silent or half-closes its side, and its
+// end, whether the client stays silent, half-closes its side or keeps
+// sending until the buffers between it and the black hole are full, and its
 // max_connections slot is free again for the next client.
 func TestIdleTunnelToASilentUpstreamIsClosed(t *testing.T) {
-	for _, halfClose := range []bool{false, true} {
-		t.Run(fmt.Sprintf("client half-closes=%v", halfClose), func(t *testing.T) {
+	for _, client := range []string{"silent", "half-closes", "keeps sending"} {
+		t.Run("client "+client, func(t *testing.T) {
 			hole := newBlackHole(t)
 			ok := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 			holeAddr := hole.ln.Addr().String()
@@ -76,10 +77,20 @@ func TestIdleTunnelToASilentUpstreamIsClosed(t *testing.T) {
 				t.Fatalf("CONNECT: %d", resp.StatusCode)
 			}
 			testkit.PollUntil(t, 5*time.Second, func() bool { return hole.accepted() == 1 })
-			if halfClose {
+			switch client {
+			case "half-closes":
 				if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
 					t.Fatal(err)
 				}
+			case "keeps sending":
+				go func() {
+					chunk := make([]byte, 256<<10)
+					for {
+						if _, err := conn.Write(chunk); err != nil {
+							return
+						}
+					}
+				}()
 			}
 			start := time.Now()
 			conn.SetReadDeadline(start.Add(20*stallIdle + 5*time.Second))
