@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,9 +18,15 @@ import (
 // full; it is closed after idle_timeout of that (docs/behaviour.md §5.1:
 // idle_timeout on a tunnel, both parties) and its slot is free again.
 func TestSwitchedProtocolToAStalledUpstreamIdlesOut(t *testing.T) {
+	for _, intercepted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("intercepted=%v", intercepted), func(t *testing.T) { switchedStall(t, intercepted) })
+	}
+}
+
+func switchedStall(t *testing.T, intercepted bool) {
 	hold := make(chan struct{})
 	t.Cleanup(func() { close(hold) })
-	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	stalled := func(w http.ResponseWriter, r *http.Request) {
 		conn, _, err := http.NewResponseController(w).Hijack()
 		if err != nil {
 			return
@@ -27,15 +34,26 @@ func TestSwitchedProtocolToAStalledUpstreamIdlesOut(t *testing.T) {
 		defer conn.Close()
 		io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
 		<-hold // stalled: never reads, writes or closes
-	})
-	tp := newTestProxy(t, ixMaven(up.URL, true, fmt.Sprintf("[sidecar]\nidle_timeout = %q\n", stallIdle.String())), nil)
-	conn, err := net.Dial("tcp", tp.URL.Host)
-	if err != nil {
-		t.Fatal(err)
 	}
-	defer conn.Close()
-	host := strings.TrimPrefix(up.URL, "http://")
-	io.WriteString(conn, "GET "+up.URL+"/maven2/ws HTTP/1.1\r\nHost: "+host+"\r\nConnection: Upgrade\r\n"+
+	idle := fmt.Sprintf("idle_timeout = %q\n", stallIdle.String())
+	var conn net.Conn
+	var target, host string
+	if intercepted {
+		ix := newIxInterceptWith(t, stalled, idle)
+		host = strings.TrimPrefix(ix.up.URL, "https://")
+		target = "/maven2/ws"
+		conn = ixTLSInTunnel(t, ix.tp, ix.ca, host, "http/1.1")
+	} else {
+		up := newUpstream(t, stalled)
+		tp := newTestProxy(t, ixMaven(up.URL, true, "[sidecar]\n"+idle), nil)
+		c, err := net.Dial("tcp", tp.URL.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		conn, host, target = c, strings.TrimPrefix(up.URL, "http://"), up.URL+"/maven2/ws"
+	}
+	io.WriteString(conn, "GET "+target+" HTTP/1.1\r\nHost: "+host+"\r\nConnection: Upgrade\r\n"+
 		"Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
 	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	br := bufio.NewReader(conn)
@@ -43,6 +61,7 @@ func TestSwitchedProtocolToAStalledUpstreamIdlesOut(t *testing.T) {
 	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
 		t.Fatalf("handshake: %v %v", resp, err)
 	}
+	conn.SetDeadline(time.Time{}) // the proxy, not the test, must end it
 	start := time.Now()
 	ended := make(chan error, 1)
 	go func() {
@@ -56,6 +75,10 @@ func TestSwitchedProtocolToAStalledUpstreamIdlesOut(t *testing.T) {
 	}()
 	select {
 	case err := <-ended:
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatalf("the client's own deadline ended the websocket: %v", err)
+		}
 		t.Logf("the stalled websocket was closed after %v: %v", time.Since(start), err)
 	case <-time.After(20*stallIdle + 10*time.Second):
 		t.Fatalf("a websocket whose upstream stalled still open after %v", time.Since(start))
