@@ -1,0 +1,132 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"net/http/httputil"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// pushFront is a counting HTTPS front over a docker-registry that tells it
+// the client's scheme was https (X-Forwarded-Proto, as a TLS-terminating
+// load balancer does), so the upload Locations it answers are https URLs of
+// the name the client addressed.
+func pushFront(t *testing.T, name, registry string, e *ociEnv, host string) *front {
+	t.Helper()
+	var f *front
+	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+		pr.SetURL(&url.URL{Scheme: "http", Host: registry})
+		pr.Out.Host = pr.In.Host
+		pr.Out.Header.Set("X-Forwarded-Proto", "https")
+	}}
+	f = newFront(t, name, "", rp, e.ca.serverTLS(t, host))
+	return f
+}
+
+// TestPushGoesToTheAddressedRegistry: pushes through the proxy (crane push,
+// which asks the destination "do you have it?" with a HEAD of the tag and of
+// each blob before uploading) to registry A of the docker chain A → B,
+// where B already holds the image under the same name, as a mirror or a
+// replica does. Healthy, the push reaches A. With A slow (every answer
+// 1.5 s late, hedge_after 0.5 s), a HEAD that A is slow to answer must
+// still be A's answer: B's "yes, I have it" is no answer about A, and crane
+// would skip the upload (of the manifest: the push "succeeds" and A has
+// nothing; of a blob: the manifest is refused for a blob A never got).
+func TestPushGoesToTheAddressedRegistry(t *testing.T) {
+	s := loadSuite(t)
+	e := &ociEnv{s: s, dir: scenarioDir(t, s), crane: filepath.Join(s.tools, "crane")}
+	regA := startDockerRegistry(t, e.dir, "registry-a")
+	regB := startDockerRegistry(t, e.dir, "registry-b")
+	plain := cleanEnv("HOME=" + e.dir)
+	// B holds e2e/promoted:1; the same image is on disk to push to A.
+	fileLayer(t, filepath.Join(e.dir, "layer.tar"), helloFile, helloBody)
+	pushImage(t, e.dir, e.crane, plain, "layer.tar", regB+"/e2e/promoted:1")
+	image := filepath.Join(e.dir, "promoted.tar")
+	mustRun(t, e.dir, plain, time.Minute, e.crane, "pull", "--insecure", regB+"/e2e/promoted:1", image)
+	digest := registryDigest(t, e.dir, e.crane, plain, regB+"/e2e/promoted:1")
+	// A second image on the same layer, under another tag, B holds too
+	// (its config differs, so its manifest digest does).
+	mustRun(t, e.dir, plain, time.Minute, e.crane, "mutate", "--insecure", "--label", "second=yes",
+		"-t", regB+"/e2e/promoted:2", regB+"/e2e/promoted:1")
+	second := filepath.Join(e.dir, "promoted-2.tar")
+	mustRun(t, e.dir, plain, time.Minute, e.crane, "pull", "--insecure", regB+"/e2e/promoted:2", second)
+	digest2 := registryDigest(t, e.dir, e.crane, plain, regB+"/e2e/promoted:2")
+
+	e.ca = newOriginCA(t, e.dir)
+	frontA := pushFront(t, "registry-a", regA, e, "registry-a.test")
+	frontB := pushFront(t, "registry-b", regB, e, "registry-b.test")
+	tp := startToxiproxy(t, s, e.dir)
+	toxA := tp.proxy(t, "registry-a", frontA.addr)
+	n := startNora(t, s, filepath.Join(e.dir, "nora"), noraOpts{
+		formats: breakerTOML(5, 60*time.Second, "docker") + `[docker]
+proxy_timeout = 20
+read_timeout = 20
+[[docker.upstreams]]
+url = "https://registry-a.test:5000"
+[[docker.upstreams]]
+url = "https://registry-b.test:5001"
+`,
+		resolve:    map[string]string{"registry-a.test:5000": toxA, "registry-b.test:5001": frontB.addr},
+		upstreamCA: e.ca.pemPath,
+		stale:      true,
+		env:        []string{"NORA_DOCKER_HEDGE_AFTER=0.5"}, // the harness turns hedging off by default
+	})
+	env := proxyEnv(e.dir, n, "SSL_CERT_FILE="+n.bundle)
+	inA := func(ref string) string {
+		r := runClient(t, e.dir, plain, time.Minute, e.crane, "digest", "--insecure", regA+"/"+ref)
+		if r.err != nil {
+			return "absent"
+		}
+		return strings.TrimSpace(r.out)
+	}
+	var wall time.Duration
+	push := func(t *testing.T, tarball, ref, want string) {
+		t.Helper()
+		r := runClient(t, e.dir, env, 2*time.Minute, e.crane, "push", tarball, "registry-a.test:5000/"+ref)
+		wall += r.wall
+		if r.err != nil {
+			t.Errorf("crane push %s: %v\n%s", ref, r.err, tail(r.out, 2000))
+		}
+		if got := inA(ref); got != want {
+			t.Errorf("crane push %s (exit %v): registry A holds %s, want %s\nB saw: %v\n%s", ref, r.err, got, want,
+				frontB.pathsMatching("/v2/e2e/"), tail(r.out, 2000))
+		}
+	}
+
+	t.Run("healthy", func(t *testing.T) {
+		b0, _ := frontB.count()
+		push(t, image, "e2e/healthy:1", digest)
+		if b1, _ := frontB.count(); b1 != b0 {
+			t.Errorf("healthy push: registry B saw %d requests: %v", b1-b0, frontB.pathsMatching("/v2/"))
+		}
+	})
+	slowA := func(t *testing.T) {
+		tp.addToxic(t, "registry-a", "slow", "latency", map[string]any{"latency": 1500})
+		t.Cleanup(func() { tp.removeToxic(t, "registry-a", "slow") })
+	}
+	// The second image under a tag B does not hold: crane's HEAD of the
+	// tag gets A's 404 (B's 404 serves nobody), then it asks A for each
+	// blob, which B holds under the same repository.
+	t.Run("slow-blobs", func(t *testing.T) {
+		slowA(t)
+		push(t, second, "e2e/promoted:3", digest2)
+		if heads := frontB.pathsMatching("HEAD /v2/e2e/promoted/blobs/"); len(heads) > 0 {
+			t.Errorf("registry B was asked %v", heads)
+		}
+	})
+	// The image under the tag B holds it by: crane's HEAD of the tag.
+	t.Run("slow-tag", func(t *testing.T) {
+		knownProductBug(t, "push-tag-head")
+		slowA(t)
+		push(t, image, "e2e/promoted:1", digest)
+	})
+	summary("crane push to registry A of the chain A → B (B holding the blobs, and the image under one tag)",
+		"A answering 1.5 s late, hedge_after 0.5 s",
+		fmt.Sprintf("A holds %s (tag B lacks), %s (tag B holds)", inA("e2e/promoted:3"), inA("e2e/promoted:1")),
+		wall, frontA.seen()+" "+frontB.seen())
+}
