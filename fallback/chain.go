@@ -235,7 +235,7 @@ func (c *Chain) decide(r Request, fm format.Format, sk knownStaleKey) Result {
 		}
 		ticket, admitted := s.admit(i, u)
 		if !admitted {
-			if i == 0 && !substitutable(r.Client.Method) {
+			if i == 0 && !fm.Substitutable(r.Client) {
 				return s.result(s.unavailable(), answer.Synthesized503, "")
 			}
 			continue
@@ -250,10 +250,3 @@ func (c *Chain) decide(r Request, fm format.Format, sk knownStaleKey) Result {
 // after is the index of the upstream the loop asks after the i-th: the
 // next, or the first a hedge's admission did not consider already.
 func (s *search) after(i int) int { return max(i+1, s.next) }
-
-// substitutable reports whether a method may be sent to another upstream,
-// or continue down the chain after the addressed upstream failed: GET and
-// HEAD, which are safe to repeat.
-func substitutable(method string) bool {
-	return method == http.MethodGet || method == http.MethodHead
-}

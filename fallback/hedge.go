@@ -94,7 +94,7 @@ func (s *search) sendAddressed(u *config.Upstream, t breakerstate.Ticket) (*http
 	req := s.r.Client
 	target := targetOf(u)
 	target.Key = s.r.HostKey
-	if !substitutable(req.Method) || (len(s.r.Candidates) == 0 && s.c.o.Stale == nil) {
+	if !s.fm.Substitutable(req) || (len(s.r.Candidates) == 0 && s.c.o.Stale == nil) {
 		resp, err := s.c.o.Sender.Send(s.r.Settings.Transport, req, target, t)
 		return resp, nil, err
 	}

@@ -42,7 +42,7 @@ func (c *Chain) refuseAlone(r Request, fm format.Format, sk *knownStaleKey) (Res
 		if _, admitted := s.admit(i, s.upstream(i)); admitted || s.wouldAsk {
 			return Result{}, false
 		}
-		if i == 0 && !substitutable(r.Client.Method) {
+		if i == 0 && !fm.Substitutable(r.Client) {
 			break
 		}
 	}

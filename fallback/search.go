@@ -75,7 +75,7 @@ func (s *search) upstream(i int) *config.Upstream {
 // mayGoOn reports whether the loop may ask another upstream: only for a GET
 // or HEAD, while the client waits and the search's deadline has not passed.
 func (s *search) mayGoOn() bool {
-	if !substitutable(s.r.Client.Method) || s.r.Client.Context().Err() != nil {
+	if !s.fm.Substitutable(s.r.Client) || s.r.Client.Context().Err() != nil {
 		return false
 	}
 	now := s.c.o.Now()
@@ -98,7 +98,7 @@ func (s *search) admit(i int, u *config.Upstream) (breakerstate.Ticket, bool) {
 		s.attempts = append(s.attempts, Attempt{Key: key, Skipped: SkipNotServing})
 		return breakerstate.Ticket{}, false
 	}
-	if s.c.o.Throttles != nil && substitutable(s.r.Client.Method) && s.c.o.Throttles.Left(key) > 0 {
+	if s.c.o.Throttles != nil && s.fm.Substitutable(s.r.Client) && s.c.o.Throttles.Left(key) > 0 {
 		// It asked to be left alone: not asked, and no refusal counted.
 		s.throttled = s.throttled || i == 0
 		s.attempts = append(s.attempts, Attempt{Key: key, Skipped: SkipThrottled})
@@ -212,15 +212,15 @@ func (s *search) judgeAddressed(u *config.Upstream, resp *http.Response, err err
 		return s.result(answer.ForError(req, u.Format, key, err), answer.BadRequest, ""), true
 	case errors.Is(err, destination.ErrForbidden):
 		return s.result(answer.ForError(req, u.Format, key, err), answer.Denied, ""), true
-	case err != nil && !substitutable(req.Method):
+	case err != nil && !s.fm.Substitutable(req):
 		return s.result(answer.ForError(req, u.Format, key, err), answer.Error, ""), true
 	case err != nil:
 		s.cause = err
 		return Result{}, false
-	case resp.StatusCode >= 500 && substitutable(req.Method):
+	case resp.StatusCode >= 500 && s.fm.Substitutable(req):
 		s.replay = keepFailure(resp)
 		return Result{}, false
-	case resp.StatusCode == http.StatusTooManyRequests && substitutable(req.Method) && s.c.o.Throttles != nil:
+	case resp.StatusCode == http.StatusTooManyRequests && s.fm.Substitutable(req) && s.c.o.Throttles != nil:
 		s.throttle(key, resp)
 		s.throttled = true
 		return Result{}, false

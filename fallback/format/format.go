@@ -30,6 +30,14 @@ type Format interface {
 	// answered by an upstream that serves that registry). A candidate it
 	// refuses is skipped and listed, and counts for nothing.
 	MayAnswer(req *http.Request, cand *config.Upstream) bool
+	// Substitutable reports whether req may be answered by anyone but the
+	// addressed upstream — a candidate, a stale copy — when the addressed
+	// upstream cannot answer it, or go on to them when it fails: whether
+	// it asks for an artifact that any upstream of the chain holds alike,
+	// rather than about the addressed upstream itself. Plain: GET and
+	// HEAD, which are safe to repeat; a format may narrow it (docker: a
+	// HEAD of a blob is a pusher asking the registry it pushes to).
+	Substitutable(req *http.Request) bool
 	// Realm is the breaker key of another host u's clients cannot do
 	// without ("" for none): docker's token realm. While that breaker
 	// refuses, the loop counts u as refused too.

@@ -34,6 +34,16 @@ func (Plain) Send(c Candidate) (*http.Response, error) { return c.Call.Send(c.Ca
 // same artifacts.
 func (Plain) MayAnswer(*http.Request, *config.Upstream) bool { return true }
 
+// Substitutable is SafeMethod.
+func (Plain) Substitutable(req *http.Request) bool { return SafeMethod(req.Method) }
+
+// SafeMethod reports a method that may be sent to another upstream, or go
+// on down the chain after the addressed upstream failed: GET and HEAD,
+// which are safe to repeat.
+func SafeMethod(method string) bool {
+	return method == http.MethodGet || method == http.MethodHead
+}
+
 // Realm is none.
 func (Plain) Realm(*config.Upstream) string { return "" }
 

@@ -128,6 +128,26 @@ func (*Format) MayAnswer(req *http.Request, cand *config.Upstream) bool {
 	return true
 }
 
+// Substitutable: a GET or HEAD, except a HEAD of a blob. That one is a
+// pusher's question to the registry it pushes to — docker push, crane,
+// skopeo, oras and helm ask it before each blob's upload and skip the
+// upload on a 200 — and no puller asks it: another registry's 200, or a
+// stale copy, says nothing about the addressed registry, and the pusher
+// would skip an upload the registry then misses, refusing the manifest
+// (docs/behaviour.md §5.4). A blob's bytes (its GET) are the same
+// wherever they come from. Nor is anything about an upload session
+// (/blobs/uploads/…: its status, asked by a pusher resuming it), which
+// only the registry that opened it knows.
+func (*Format) Substitutable(req *http.Request) bool {
+	if req.Method == http.MethodHead && stale.BlobDigest(req.URL.Path) != "" {
+		return false
+	}
+	if strings.Contains(req.URL.Path, "/blobs/uploads/") {
+		return false
+	}
+	return format.SafeMethod(req.Method)
+}
+
 // Realm is the breaker key of u's token realm's host, once a challenge of
 // u has named one that is an upstream's: its clients cannot get a token
 // while it refuses (docs/behaviour.md §3.1).

@@ -102,3 +102,31 @@ func TestSendNegotiatesTokenOnce(t *testing.T) {
 		t.Errorf("Realm = %q, want the realm host's key", got)
 	}
 }
+
+// TestSubstitutable: a docker request may be answered by another registry
+// or a stale copy when it is a GET or HEAD, except a HEAD of a blob, which
+// is a pusher asking the registry it pushes to (docs/behaviour.md §5.4).
+func TestSubstitutable(t *testing.T) {
+	const d = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	for _, c := range []struct {
+		method, path string
+		want         bool
+	}{
+		{http.MethodGet, "/v2/team/app/blobs/" + d, true},
+		{http.MethodHead, "/v2/team/app/blobs/" + d, false},
+		{http.MethodHead, "/v2/team/app/manifests/1", true},
+		{http.MethodGet, "/v2/team/app/manifests/" + d, true},
+		{http.MethodHead, "/v2/", true},
+		{http.MethodPost, "/v2/team/app/blobs/uploads/", false},
+		{http.MethodPut, "/v2/team/app/manifests/1", false},
+		{http.MethodGet, "/v2/team/app/blobs/uploads/5a9f", false},
+	} {
+		req, err := http.NewRequest(c.method, "https://registry.test"+c.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := New(Options{}).Substitutable(req); got != c.want {
+			t.Errorf("%s %s: substitutable %t, want %t", c.method, c.path, got, c.want)
+		}
+	}
+}
