@@ -6,6 +6,7 @@ import (
 	"github.com/nora-breaker/nora-breaker/breakerstate"
 	"github.com/nora-breaker/nora-breaker/fallback/format"
 	"github.com/nora-breaker/nora-breaker/fallback/format/docker"
+	"github.com/nora-breaker/nora-breaker/fallback/format/npm"
 	"github.com/nora-breaker/nora-breaker/fallback/format/pypi"
 )
 
@@ -17,6 +18,7 @@ func formats(now func() time.Time, breakers *breakerstate.Set) format.Set {
 	return format.Set{
 		"docker": docker.New(docker.Options{Now: now, Breakers: breakers}),
 		"maven":  format.Plain{FinalNotFound: true},
+		"npm":    npm.Format{},
 		"pypi":   pypi.Format{},
 	}
 }
