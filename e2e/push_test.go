@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -124,6 +126,42 @@ url = "https://registry-b.test:5001"
 		knownProductBug(t, "push-tag-head")
 		slowA(t)
 		push(t, image, "e2e/promoted:1", digest)
+	})
+	// The other pushers, healthy, then skopeo with A slow as above: each
+	// asks A (its HEAD of each blob) and A ends up holding what was pushed.
+	t.Run("skopeo-oras-helm", func(t *testing.T) {
+		certs := filepath.Join(e.dir, "skopeo-certs")
+		ca, _ := os.ReadFile(n.caPEM)
+		writeFile(t, filepath.Join(certs, "nora-ca.crt"), string(ca))
+		skopeo := func(ref string) {
+			r := runClient(t, e.dir, env, 2*time.Minute, "skopeo", "--insecure-policy", "copy", "--dest-cert-dir", certs,
+				"docker-archive:"+second, "docker://registry-a.test:5000/"+ref)
+			wall += r.wall
+			if r.err != nil {
+				t.Errorf("skopeo copy to %s: %v\n%s", ref, r.err, tail(r.out, 2000))
+			} else if inA(ref) == "absent" {
+				t.Errorf("skopeo copy to %s: registry A holds nothing", ref)
+			}
+		}
+		skopeo("e2e/skopeo:1")
+		writeFile(t, filepath.Join(e.dir, "notes", notesFile), notesBody)
+		r := runClient(t, filepath.Join(e.dir, "notes"), env, 2*time.Minute, filepath.Join(s.tools, "oras"), "push",
+			"--ca-file", n.caPEM, "--artifact-type", "application/vnd.nora-breaker.e2e.notes.v1",
+			"registry-a.test:5000/"+notesRepo, notesFile+":text/plain")
+		wall += r.wall
+		if r.err != nil || inA(notesRepo) != lineAfter(r.out, "Digest:") {
+			t.Errorf("oras push: %v, A holds %s, oras says %q\n%s", r.err, inA(notesRepo), lineAfter(r.out, "Digest:"), tail(r.out, 2000))
+		}
+		helm := filepath.Join(s.tools, "helm")
+		helmEnv := slices.Concat(env, helmDirs(filepath.Join(e.dir, "helm-push")))
+		tgz := packageChart(t, e.dir, helm, helmEnv)
+		r = runClient(t, e.dir, helmEnv, 2*time.Minute, helm, "push", tgz, "oci://registry-a.test:5000/charts", "--ca-file", n.caPEM)
+		wall += r.wall
+		if r.err != nil || inA(chartsRepo) == "absent" {
+			t.Errorf("helm push: %v, A holds %s\n%s", r.err, inA(chartsRepo), tail(r.out, 2000))
+		}
+		slowA(t)
+		skopeo("e2e/promoted:4")
 	})
 	summary("crane push to registry A of the chain A → B (B holding the blobs, and the image under one tag)",
 		"A answering 1.5 s late, hedge_after 0.5 s",
