@@ -114,3 +114,80 @@ proxy_timeout = 10
 	summary("npm deprecate (GET ?write=true, PUT the document back)", "A answering the read for writing 503 once; B lacking 1.1.0",
 		fmt.Sprintf("A holds %v", versions), r.wall, frontA.seen()+" "+frontB.seen())
 }
+
+// TestNpmPublishGoesOnlyToTheAddressedRegistry: npm publish through the
+// proxy to registry A of the npm chain A → B, with A's token in .npmrc.
+// Healthy, the version lands in A. With A refusing connections, each
+// publish fails (the dial error's 502, then, once A's breaker is open, the
+// proxy's 503 at once), and A's token and the upload never reach B. (npm 11
+// reads the package before its PUT, an ordinary GET: that read goes on to
+// B without the token and is answered by A's stale 404, as an install's.)
+func TestNpmPublishGoesOnlyToTheAddressedRegistry(t *testing.T) {
+	s := loadSuite(t)
+	dir := scenarioDir(t, s)
+	const pkg = "e2e-published"
+	_, addrA := startVerdaccio(t, s, filepath.Join(dir, "a"))
+	tokenA := verdaccioToken(t, addrA)
+	frontA := newFront(t, "verdaccio-a", "http://"+addrA, nil, nil)
+	var bSaw atomic.Int64
+	frontB := newFront(t, "npm-b", "", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet || r.Header.Get("Authorization") != "" {
+			bSaw.Add(1)
+		}
+		http.NotFound(w, r)
+	}), nil)
+	tp := startToxiproxy(t, s, dir)
+	toxA := tp.proxy(t, "verdaccio-a", frontA.addr)
+	const keyA = "npm:http://npm-a.test:4873"
+	n := startNora(t, s, filepath.Join(dir, "nora"), noraOpts{
+		formats: breakerTOML(2, 60*time.Second, "npm") + `[npm]
+proxies = ["http://npm-a.test:4873", "http://npm-b.test:4874"]
+proxy_timeout = 5
+`,
+		resolve: map[string]string{"npm-a.test:4873": toxA, "npm-b.test:4874": frontB.addr},
+		stale:   true,
+	})
+	rc := filepath.Join(dir, "user.npmrc")
+	writeFile(t, rc, fmt.Sprintf("//npm-a.test:4873/:_authToken=%s\n", tokenA))
+	publish := func(version string) clientRun {
+		p := filepath.Join(dir, "pkg-"+version)
+		writeFile(t, filepath.Join(p, "package.json"), fmt.Sprintf(`{"name":%q,"version":%q,"main":"index.js"}`, pkg, version))
+		writeFile(t, filepath.Join(p, "index.js"), fmt.Sprintf("module.exports = %q;\n", version))
+		return runClient(t, p, cleanEnv("HOME="+dir, "NPM_CONFIG_USERCONFIG="+rc), 2*time.Minute,
+			"npm", "publish", "--registry", "http://npm-a.test:4873/", "--proxy", n.proxyURL,
+			"--cache", filepath.Join(dir, "npm-cache"), "--no-update-notifier", "--fetch-retries", "0")
+	}
+	var wall time.Duration
+	if r := publish("1.0.0"); r.err != nil {
+		t.Fatalf("healthy npm publish: %v\n%s", r.err, tail(r.out, 2000))
+	} else {
+		wall += r.wall
+	}
+	if v := npmVersions(t, addrA, pkg); len(v) != 1 {
+		t.Fatalf("healthy npm publish: A holds %v", v)
+	}
+	tp.setEnabled(t, "verdaccio-a", false)
+	for i, v := range []string{"1.1.0", "1.2.0", "1.3.0"} {
+		r := publish(v)
+		wall += r.wall
+		if r.err == nil {
+			t.Errorf("npm publish %s with A refusing connections succeeded", v)
+		}
+		if i == 2 && r.wall > 5*time.Second {
+			t.Errorf("npm publish %s with A's breaker open took %s", v, r.wall)
+		}
+	}
+	if b := n.breaker(t, keyA); b.State != "open" {
+		t.Errorf("A's breaker is %s after failed publishes, want open", b.State)
+	}
+	if k := bSaw.Load(); k != 0 {
+		t.Errorf("registry B saw %d uploads or requests with A's token", k)
+	}
+	tp.setEnabled(t, "verdaccio-a", true)
+	if v := npmVersions(t, addrA, pkg); len(v) != 1 {
+		t.Errorf("after the failed publishes A holds %v", v)
+	}
+	summary("npm publish to A of the npm chain A → B", "A refusing connections",
+		"healthy publish lands; while A is down each fails (503 once open), B sees no upload and no token", wall,
+		frontA.seen()+" "+frontB.seen())
+}
