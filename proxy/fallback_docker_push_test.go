@@ -3,8 +3,10 @@ package proxy
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -124,5 +126,82 @@ stale_dir = %q
 	resp, _ = request(t, c, http.MethodHead, a.URL+blob, nil)
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("X-Nora-Stale") != "" {
 		t.Errorf("HEAD of a blob while A is open and B fails: %d %v, want the proxy's 503", resp.StatusCode, resp.Header)
+	}
+}
+
+// TestDockerPushersTagCheckIsTheAddressedRegistrys: before pushing a tag,
+// crane (and skopeo) HEAD it at the registry they push to and skip the
+// push when it already names the digest they push. The proxy sees the
+// token request, so it knows a token obtained with a push scope for the
+// repository: a HEAD of a manifest carrying such a token is part of a push
+// and gets the addressed registry's own answer, never another registry's
+// (whose tag may name that digest while the addressed one has nothing).
+// A HEAD with a token obtained to pull still fails over, as a pull does.
+func TestDockerPushersTagCheckIsTheAddressedRegistrys(t *testing.T) {
+	var a *upstream
+	a = newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/token" {
+			scope := r.URL.Query().Get("scope")
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"token":"tok-for-%s","expires_in":300}`, strings.NewReplacer(":", "-", "/", "-", ",", "-").Replace(scope))
+			return
+		}
+		if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer tok-for-") {
+			w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer realm="%s/token",service="a"`, a.URL))
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable) // a passing fault
+	})
+	var bHeads atomic.Int64
+	b := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		bHeads.Add(1)
+		w.Header().Set("Docker-Content-Digest", "sha256:"+strings.Repeat("b", 64))
+		w.Header().Set("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+		w.WriteHeader(http.StatusOK)
+	})
+	tp := newTestProxy(t, fmt.Sprintf(`
+[circuit_breaker]
+enabled = true
+failure_threshold = 100
+[registries]
+enable = "docker"
+[[docker.upstreams]]
+url = "%s"
+[[docker.upstreams]]
+url = "%s"
+`, a.URL, b.URL), nil)
+	c := proxyClient(t, tp, nil)
+	token := func(scope string) string {
+		t.Helper()
+		resp, body := getURL(t, c, a.URL+"/token?service=a&scope="+scope)
+		var tok struct{ Token string }
+		if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &tok) != nil || tok.Token == "" {
+			t.Fatalf("token for %s: %d %q", scope, resp.StatusCode, body)
+		}
+		return tok.Token
+	}
+	head := func(tok string) *http.Response {
+		t.Helper()
+		resp, _ := request(t, c, http.MethodHead, a.URL+"/v2/team/app/manifests/1",
+			fbHeader("Accept", manifestAccept, "Authorization", "Bearer "+tok))
+		return resp
+	}
+
+	push := token("repository:team/app:pull,push")
+	if resp := head(push); resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("X-Nora-Upstream") != "" {
+		t.Errorf("a pusher's HEAD of its tag while A fails: %d %v, want A's own 503", resp.StatusCode, resp.Header)
+	}
+	if n := bHeads.Load(); n != 0 {
+		t.Errorf("registry B was asked %d HEADs of a tag being pushed to A", n)
+	}
+	// Another repository's push token makes no push of team/app.
+	other := token("repository:team/other:pull,push")
+	if resp := head(other); resp.StatusCode != 200 || resp.Header.Get("X-Nora-Upstream") == "" {
+		t.Errorf("HEAD with a token to push another repository: %d %v, want B's answer", resp.StatusCode, resp.Header)
+	}
+	pull := token("repository:team/app:pull")
+	if resp := head(pull); resp.StatusCode != 200 || resp.Header.Get("X-Nora-Upstream") == "" {
+		t.Errorf("a puller's HEAD while A fails: %d %v, want B's answer", resp.StatusCode, resp.Header)
 	}
 }
