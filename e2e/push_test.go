@@ -4,12 +4,15 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -167,4 +170,89 @@ url = "https://registry-b.test:5001"
 		"A answering 1.5 s late, hedge_after 0.5 s",
 		fmt.Sprintf("A holds %s (tag B lacks), %s (tag B holds)", inA("e2e/promoted:3"), inA("e2e/promoted:1")),
 		wall, frontA.seen()+" "+frontB.seen())
+}
+
+// TestPushTagCheckWithATokenGoesToTheAddressedRegistry: crane push of a tag
+// that registry B holds with the same digest to registry A, which wants
+// bearer tokens from its own realm (a front over docker-registry, handing
+// out tokens for any scope) and answers crane's HEAD of the tag 503 once.
+// crane obtains its token through the proxy, with the scope
+// repository:e2e/promoted:push,pull; the proxy sees that, so the HEAD it
+// sends with that token is part of a push and gets A's 503 (crane retries
+// it, then pushes), never B's 200, which makes crane skip the push with
+// "existing manifest" and leave A without the image.
+func TestPushTagCheckWithATokenGoesToTheAddressedRegistry(t *testing.T) {
+	s := loadSuite(t)
+	e := &ociEnv{s: s, dir: scenarioDir(t, s), crane: filepath.Join(s.tools, "crane")}
+	regA := startDockerRegistry(t, e.dir, "registry-a")
+	regB := startDockerRegistry(t, e.dir, "registry-b")
+	plain := cleanEnv("HOME=" + e.dir)
+	fileLayer(t, filepath.Join(e.dir, "layer.tar"), helloFile, helloBody)
+	pushImage(t, e.dir, e.crane, plain, "layer.tar", regB+"/e2e/promoted:1")
+	image := filepath.Join(e.dir, "promoted.tar")
+	mustRun(t, e.dir, plain, time.Minute, e.crane, "pull", "--insecure", regB+"/e2e/promoted:1", image)
+	digest := registryDigest(t, e.dir, e.crane, plain, regB+"/e2e/promoted:1")
+
+	e.ca = newOriginCA(t, e.dir)
+	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+		pr.SetURL(&url.URL{Scheme: "http", Host: regA})
+		pr.Out.Host = pr.In.Host
+		pr.Out.Header.Set("X-Forwarded-Proto", "https")
+		pr.Out.Header.Del("Authorization")
+	}}
+	var tokens, flaked atomic.Int64
+	var scopes sync.Map
+	frontA := newFront(t, "registry-a", "", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/token" {
+			n := tokens.Add(1)
+			scopes.Store(r.URL.Query().Get("scope"), true)
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"token":"tok-%d","expires_in":300}`, n)
+			return
+		}
+		if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer tok-") {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="https://registry-a.test:5000/token",service="registry-a"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		if r.Method == http.MethodHead && r.URL.Path == "/v2/e2e/promoted/manifests/1" && flaked.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}), e.ca.serverTLS(t, "registry-a.test"))
+	frontB := pushFront(t, "registry-b", regB, e, "registry-b.test")
+	n := startNora(t, s, filepath.Join(e.dir, "nora"), noraOpts{
+		formats: breakerTOML(5, 60*time.Second, "docker") + `[docker]
+proxy_timeout = 20
+[[docker.upstreams]]
+url = "https://registry-a.test:5000"
+[[docker.upstreams]]
+url = "https://registry-b.test:5001"
+`,
+		resolve:    map[string]string{"registry-a.test:5000": frontA.addr, "registry-b.test:5001": frontB.addr},
+		upstreamCA: e.ca.pemPath,
+	})
+	r := runClient(t, e.dir, proxyEnv(e.dir, n, "SSL_CERT_FILE="+n.bundle), 2*time.Minute,
+		e.crane, "push", image, "registry-a.test:5000/e2e/promoted:1")
+	if r.err != nil {
+		t.Errorf("crane push: %v\n%s", r.err, tail(r.out, 2000))
+	}
+	var asked []string
+	scopes.Range(func(k, _ any) bool { asked = append(asked, k.(string)); return true })
+	if !slices.ContainsFunc(asked, func(sc string) bool {
+		return strings.HasPrefix(sc, "repository:e2e/promoted:") && strings.Contains(sc, "push")
+	}) {
+		t.Errorf("crane asked no push token through the proxy: scopes %q", asked)
+	}
+	got := "absent"
+	if d := runClient(t, e.dir, plain, time.Minute, e.crane, "digest", "--insecure", regA+"/e2e/promoted:1"); d.err == nil {
+		got = strings.TrimSpace(d.out)
+	}
+	if got != digest {
+		t.Errorf("after crane push (exit %v) registry A holds %s, want %s; B saw %v\n%s", r.err, got, digest,
+			frontB.pathsMatching("/v2/e2e/"), tail(r.out, 2000))
+	}
+	summary("crane push with a push token to registry A of the chain A → B (B holding the tag)",
+		"A answering the HEAD of the tag 503 once", "A holds "+got, r.wall, frontA.seen()+" "+frontB.seen())
 }
