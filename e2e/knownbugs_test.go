@@ -15,7 +15,7 @@ import (
 // everywhere); before that, E2E_EXPECT_FIXED runs it on demand.
 func knownBugs() map[string]string {
 	return map[string]string{
-		"push-tag-head": "a pusher's HEAD of the tag it pushes is hedged or failed over to another registry of the chain, whose 200 with the same digest makes crane skip the push (PROBE.md)",
+		"push-tag-head": "to a registry that asks for no token, a pusher's HEAD of the tag it pushes looks like a puller's and is hedged or failed over to another registry of the chain, whose 200 with the same digest makes crane skip the push (a push token marks it since the fix; docs/behaviour.md §5.4)",
 	}
 }
 

@@ -137,15 +137,33 @@ func (*Format) MayAnswer(req *http.Request, cand *config.Upstream) bool {
 // (docs/behaviour.md §5.4). A blob's bytes (its GET) are the same
 // wherever they come from. Nor is anything about an upload session
 // (/blobs/uploads/…: its status, asked by a pusher resuming it), which
-// only the registry that opened it knows.
-func (*Format) Substitutable(req *http.Request) bool {
+// only the registry that opened it knows. Nor is a manifest asked for
+// with a token the proxy saw obtained to push to its repository: crane and
+// skopeo HEAD the tag they push and skip the push when it names their
+// digest already, and another registry's tag says nothing of the
+// addressed one's.
+func (f *Format) Substitutable(req *http.Request) bool {
 	if req.Method == http.MethodHead && stale.BlobDigest(req.URL.Path) != "" {
 		return false
 	}
 	if strings.Contains(req.URL.Path, "/blobs/uploads/") {
 		return false
 	}
+	if repo, ok := manifestRepository(req.URL.Path); ok && f.ids.pushes(req, repo) {
+		return false
+	}
 	return format.SafeMethod(req.Method)
+}
+
+// manifestRepository is the repository of a manifest path,
+// /v2/<name>/manifests/<reference>.
+func manifestRepository(path string) (string, bool) {
+	p, ok := strings.CutPrefix(path, "/v2/")
+	i := strings.LastIndex(p, "/manifests/")
+	if !ok || i <= 0 || strings.Contains(p[i+len("/manifests/"):], "/") {
+		return "", false
+	}
+	return p[:i], true
 }
 
 // Realm is the breaker key of u's token realm's host, once a challenge of
@@ -163,7 +181,7 @@ func (f *Format) Observe(a format.Answer) {
 			f.realms.learn(a.Upstream, ch.Realm, a.Env.Routes)
 		}
 	case isTokenRequest(a.Request):
-		f.ids.learnToken(a.Response, f.policy(a.Env.Stale).CredentialOf(a.Request))
+		f.ids.learnToken(a.Response, identity{cred: f.policy(a.Env.Stale).CredentialOf(a.Request), push: pushScopes(a.Request)})
 	default:
 		f.noteBlobRedirect(f.policy(a.Env.Stale), a.Request, a.Response)
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -127,6 +128,46 @@ func TestSubstitutable(t *testing.T) {
 		}
 		if got := New(Options{}).Substitutable(req); got != c.want {
 			t.Errorf("%s %s: substitutable %t, want %t", c.method, c.path, got, c.want)
+		}
+	}
+}
+
+// TestPushScopes: the repositories a token request asks to push to.
+func TestPushScopes(t *testing.T) {
+	for _, c := range []struct {
+		query string
+		want  []string
+	}{
+		{"scope=repository:team/app:pull,push", []string{"team/app"}},
+		{"scope=repository:team/app:pull", nil},
+		{"scope=repository:team/app:*", []string{"team/app"}},
+		{"scope=repository:a:pull&scope=repository:b:push", []string{"b"}},
+		{"scope=repository:a:push+repository:b:pull,push", []string{"a", "b"}},
+		{"scope=registry:catalog:*", nil},
+		{"service=registry", nil},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, "https://auth.test/token?"+c.query, nil)
+		if got := pushScopes(req); !slices.Equal(got, c.want) {
+			t.Errorf("%s: %q, want %q", c.query, got, c.want)
+		}
+	}
+}
+
+// TestManifestRepository: the repository of a manifest path.
+func TestManifestRepository(t *testing.T) {
+	for _, c := range []struct {
+		path, want string
+		ok         bool
+	}{
+		{"/v2/team/app/manifests/1", "team/app", true},
+		{"/v2/library/hello/manifests/sha256:abc", "library/hello", true},
+		{"/v2/team/app/blobs/sha256:abc", "", false},
+		{"/v2/manifests/1", "", false},
+		{"/team/app/manifests/1", "", false},
+	} {
+		got, ok := manifestRepository(c.path)
+		if got != c.want || ok != c.ok {
+			t.Errorf("%s: %q %t, want %q %t", c.path, got, ok, c.want, c.ok)
 		}
 	}
 }

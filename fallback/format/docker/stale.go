@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -33,20 +34,29 @@ const (
 	maxTokenAnswer = 64 << 10
 )
 
-// identities maps a token's SHA-256 to the credential digest it was
-// obtained with. Oldest first out when full.
+// identities maps a token's SHA-256 to what it was obtained for: the
+// credential digest its request carried and the repositories it may push
+// to. Oldest first out when full.
 type identities struct {
 	mu    sync.Mutex
-	cred  map[[32]byte]string
+	cred  map[[32]byte]identity
 	order [][32]byte
 }
 
-func (id *identities) learn(token, cred string) {
+// identity is what one token stands for.
+type identity struct {
+	cred string
+	// push are the repositories the token request asked to push to (a
+	// scope's actions naming push or *).
+	push []string
+}
+
+func (id *identities) learn(token string, who identity) {
 	sum := sha256.Sum256([]byte(token))
 	id.mu.Lock()
 	defer id.mu.Unlock()
 	if id.cred == nil {
-		id.cred = map[[32]byte]string{}
+		id.cred = map[[32]byte]identity{}
 	}
 	if _, ok := id.cred[sum]; !ok {
 		if len(id.order) >= maxIdentities {
@@ -55,10 +65,10 @@ func (id *identities) learn(token, cred string) {
 		}
 		id.order = append(id.order, sum)
 	}
-	id.cred[sum] = cred
+	id.cred[sum] = who
 }
 
-func (id *identities) of(token string) (string, bool) {
+func (id *identities) of(token string) (identity, bool) {
 	sum := sha256.Sum256([]byte(token))
 	id.mu.Lock()
 	defer id.mu.Unlock()
@@ -66,15 +76,59 @@ func (id *identities) of(token string) (string, bool) {
 	return c, ok
 }
 
+// bearer is the one bearer token req carries, "" for none.
+func bearer(req *http.Request) string {
+	token, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
+	if !ok || len(req.Header.Values("Authorization")) != 1 {
+		return ""
+	}
+	return strings.TrimSpace(token)
+}
+
+// pushes reports whether req carries a token the proxy saw obtained to push
+// to repository repo.
+func (id *identities) pushes(req *http.Request, repo string) bool {
+	token := bearer(req)
+	if token == "" {
+		return false
+	}
+	who, ok := id.of(token)
+	return ok && slices.Contains(who.push, repo)
+}
+
+// pushScopes are the repositories a token request's scopes ask to push to:
+// "repository:<name>:<actions>" whose actions name push or *, each scope a
+// query value of its own or several in one, apart by spaces.
+func pushScopes(req *http.Request) []string {
+	var repos []string
+	for _, v := range req.URL.Query()["scope"] {
+		for _, sc := range strings.Fields(v) {
+			rest, ok := strings.CutPrefix(sc, "repository:")
+			i := strings.LastIndex(rest, ":")
+			if !ok || i <= 0 {
+				continue
+			}
+			for _, a := range strings.Split(rest[i+1:], ",") {
+				if a == "push" || a == "*" {
+					repos = append(repos, rest[:i])
+					break
+				}
+			}
+		}
+	}
+	return repos
+}
+
 // credential names a docker request's credentials for stale keying: a
 // bearer token the proxy saw handed out stands for the credentials it was
 // obtained with; anything else falls back to the credential headers.
 func (id *identities) credential(req *http.Request) (string, bool) {
-	token, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
-	if !ok || len(req.Header.Values("Authorization")) != 1 {
+	token := bearer(req)
+	if token == "" {
 		return "", false
 	}
-	return id.of(strings.TrimSpace(token))
+	who, ok := id.of(token)
+	return who.cred, ok
 }
 
 // blobRedirect is a blob the registry redirected to storage.
@@ -126,9 +180,9 @@ func isTokenRequest(req *http.Request) bool {
 }
 
 // learnToken reads a realm's token answer (up to 64 KiB), remembers who the
-// token stands for (cred: the token request's credential digest), and
-// gives the body back whole.
-func (id *identities) learnToken(resp *http.Response, cred string) {
+// token stands for (who: the token request's credential digest and the
+// repositories it asked to push to), and gives the body back whole.
+func (id *identities) learnToken(resp *http.Response, who identity) {
 	if resp.StatusCode != http.StatusOK || resp.Body == nil || resp.ContentLength > maxTokenAnswer {
 		return
 	}
@@ -148,7 +202,7 @@ func (id *identities) learnToken(resp *http.Response, cred string) {
 	}
 	for _, t := range []string{ans.Token, ans.AccessToken} {
 		if t != "" {
-			id.learn(t, cred)
+			id.learn(t, who)
 		}
 	}
 }
