@@ -146,3 +146,60 @@ func logLine(t *testing.T, tp *testProxy, match func(string) bool) string {
 	})
 	return line
 }
+
+// TestDockerPingIsNotHedged: the /v2/ ping is how a client learns whether
+// the registry it addressed wants a token, and from which realm. Registry A
+// wants one and is slow (its answers come after hedge_after, well within
+// proxy_timeout); B wants none. A hedge of the ping would hand the client
+// B's 200, which tells it A wants no token: every request it then sends A
+// without one gets A's 401, so pulls of private images and every push
+// fail on a registry that was only slow. The ping waits for A's own
+// challenge; a manifest request is still hedged.
+func TestDockerPingIsNotHedged(t *testing.T) {
+	const late = 600 * time.Millisecond
+	a := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(late): // the fault: a slow registry
+		case <-r.Context().Done():
+			return
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer realm="https://auth.a.test/token",service="a"`)
+		w.WriteHeader(http.StatusUnauthorized)
+	})
+	var bPings atomic.Int64
+	b := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v2/" {
+			bPings.Add(1)
+		}
+		w.Header().Set("Docker-Content-Digest", "sha256:"+strings.Repeat("b", 64))
+		w.WriteHeader(http.StatusOK)
+	})
+	tp := newTestProxy(t, fmt.Sprintf(`
+[circuit_breaker]
+enabled = true
+[registries]
+enable = "docker"
+[docker]
+proxy_timeout = 30
+hedge_after = 0.25
+[[docker.upstreams]]
+url = "%s"
+[[docker.upstreams]]
+url = "%s"
+`, a.URL, b.URL), nil)
+	c := proxyClient(t, tp, nil)
+	for _, m := range []string{http.MethodGet, http.MethodHead} {
+		resp, _ := request(t, c, m, a.URL+"/v2/", nil)
+		if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("Www-Authenticate") == "" ||
+			resp.Header.Get("X-Nora-Upstream") != "" {
+			t.Errorf("%s /v2/ of a slow registry that wants tokens: %d %v, want its own 401 challenge", m, resp.StatusCode, resp.Header)
+		}
+	}
+	if n := bPings.Load(); n != 0 {
+		t.Errorf("registry B was asked %d pings meant for A", n)
+	}
+	resp, _ := request(t, c, http.MethodHead, a.URL+"/v2/library/alpine/manifests/3.20", fbHeader("Accept", manifestAccept))
+	if resp.StatusCode != 200 || resp.Header.Get("X-Nora-Upstream") == "" {
+		t.Errorf("a manifest HEAD of the slow registry: %d %v, want B's hedged answer", resp.StatusCode, resp.Header)
+	}
+}
