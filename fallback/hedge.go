@@ -122,10 +122,11 @@ func (s *search) sendAddressed(u *config.Upstream, t breakerstate.Ticket) (*http
 // hedgeWait is how long the addressed attempt waits for headers before a
 // hedge is sent: the upstream's hedge_after, or twice its host's recent
 // tail when that is shorter (never below hedgeFloor); 0 for no hedge: off,
-// nothing to hedge to, the half-open probe (its verdict is the breaker's
+// nothing to hedge to, a request its format keeps from hedging (docker's
+// ping), the half-open probe (its verdict is the breaker's
 // to wait for) or a wait that proxy_timeout ends first.
 func (s *search) hedgeWait(u *config.Upstream, t breakerstate.Ticket) time.Duration {
-	if u.HedgeAfter <= 0 || len(s.r.Candidates) == 0 || t.Probe() {
+	if u.HedgeAfter <= 0 || len(s.r.Candidates) == 0 || t.Probe() || !s.fm.Hedgeable(s.r.Client) {
 		return 0
 	}
 	wait := u.HedgeAfter

@@ -38,6 +38,12 @@ type Format interface {
 	// HEAD, which are safe to repeat; a format may narrow it (docker: a
 	// HEAD of a blob is a pusher asking the registry it pushes to).
 	Substitutable(req *http.Request) bool
+	// Hedgeable reports whether a substitutable req may also be sent to a
+	// candidate while the addressed upstream is merely slow (a hedge,
+	// docs/behaviour.md §5.10), rather than only once it has failed. Plain:
+	// always; docker: not the /v2/ ping, whose answer tells the client
+	// whether the addressed registry wants a token.
+	Hedgeable(req *http.Request) bool
 	// Realm is the breaker key of another host u's clients cannot do
 	// without ("" for none): docker's token realm. While that breaker
 	// refuses, the loop counts u as refused too.

@@ -37,6 +37,9 @@ func (Plain) MayAnswer(*http.Request, *config.Upstream) bool { return true }
 // Substitutable is SafeMethod.
 func (Plain) Substitutable(req *http.Request) bool { return SafeMethod(req.Method) }
 
+// Hedgeable is always.
+func (Plain) Hedgeable(*http.Request) bool { return true }
+
 // SafeMethod reports a method that may be sent to another upstream, or go
 // on down the chain after the addressed upstream failed: GET and HEAD,
 // which are safe to repeat.

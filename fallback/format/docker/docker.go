@@ -155,6 +155,17 @@ func (f *Format) Substitutable(req *http.Request) bool {
 	return format.SafeMethod(req.Method)
 }
 
+// Hedgeable: anything but the /v2/ ping. The ping is how a client learns
+// whether the registry it addressed wants a token, and from which realm;
+// a slow registry that wants one, hedged, would have the client take
+// another registry's 200 for "no token needed", and every request it then
+// sends without one would get the addressed registry's 401. A ping costs
+// the client one slow round trip; it still fails over once the registry
+// fails (docs/behaviour.md §5.10).
+func (*Format) Hedgeable(req *http.Request) bool {
+	return req.URL.Path != "/v2/" && req.URL.Path != "/v2"
+}
+
 // manifestRepository is the repository of a manifest path,
 // /v2/<name>/manifests/<reference>.
 func manifestRepository(path string) (string, bool) {

@@ -171,3 +171,14 @@ func TestManifestRepository(t *testing.T) {
 		}
 	}
 }
+
+// TestHedgeable: every docker request may be hedged but the /v2/ ping.
+func TestHedgeable(t *testing.T) {
+	for path, want := range map[string]bool{"/v2/": false, "/v2": false, "/v2/team/app/manifests/1": true,
+		"/v2/team/app/blobs/sha256:" + strings.Repeat("a", 64): true, "/token": true} {
+		req, _ := http.NewRequest(http.MethodGet, "https://registry.test"+path, nil)
+		if got := New(Options{}).Hedgeable(req); got != want {
+			t.Errorf("%s: hedgeable %t, want %t", path, got, want)
+		}
+	}
+}
