@@ -19,12 +19,22 @@ func streaming(e *env, n *nora, rep *report) error {
 	}
 	plain := "http://" + loop(e.upHTTP) + "/secondary" + path
 	tlsURL := e.tlsURL(benchDomain, "/crates"+path)
+	// The floor of a Go proxy (floors.go): what copying the body through
+	// net/http's server and transport costs at the least, so the plain
+	// row's distance from direct splits into what any Go proxy pays and
+	// what nora-breaker adds.
+	mini, miniAddr, err := e.startSelf("miniproxy-stream", "miniproxy")
+	if err != nil {
+		return err
+	}
+	defer e.stopProc(mini)
 	ts := []struct {
 		name, url, base string
 		client          *http.Client
 		proxied         bool
 	}{
 		{"direct", plain, "", newClient(clientOpts{conns: 1}), false},
+		{olMini, plain, "direct", newClient(clientOpts{conns: 1, proxy: "http://" + miniAddr["listen"]}), false},
 		{"nora-breaker plain", plain, "direct", newClient(clientOpts{conns: 1, proxy: n.url()}), true},
 		{"direct HTTPS", tlsURL, "", newClient(clientOpts{conns: 1, roots: e.upRoots}), false},
 		{"nora-breaker intercepted", tlsURL, "direct HTTPS",
@@ -70,6 +80,10 @@ func streaming(e *env, n *nora, rep *report) error {
 				value: r.value / r.base, goal: "≥ 0.75×"}
 			q.met = verdict(q.value >= 0.75)
 			rep.add(q)
+			if m := mbps.med(olMini); m > 0 {
+				rep.add(row{section: sec, target: t.name, figure: "throughput ÷ " + olMini, unit: unitRatio,
+					value: r.value / m})
+			}
 		}
 		if t.proxied {
 			g := row{section: sec, target: t.name, figure: "peak RSS growth", unit: unitBytes,
