@@ -74,7 +74,7 @@ func NewSender(now func() time.Time, reg prometheus.Registerer) (*Sender, error)
 	}, []string{"registry", "status"})
 	lf := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "nora_sidecar_local_faults_total",
-		Help: "Attempts and dials that failed on this machine itself (out of file descriptors, buffers, memory or local ports): neutral for every breaker.",
+		Help: "Attempts and dials that failed on this machine itself (out of file descriptors, buffers, memory or local ports, or no name server reachable): neutral for every breaker.",
 	})
 	for _, c := range []prometheus.Collector{d, lf} {
 		if err := reg.Register(c); err != nil {

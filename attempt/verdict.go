@@ -41,6 +41,14 @@ var ErrClientRequest = errors.New("the client's request could not be read")
 // it (docs/behaviour.md §5.8).
 var ErrParent = errors.New("parent proxy")
 
+// ErrNameServer is in the chain of a lookup that failed because no name
+// server could be reached (nothing answers at its address, no route to
+// it), as opposed to one that answered (no such name, its own failure) or
+// stayed silent. Package dial puts it there. The upstream whose name was
+// asked was never reached, and every upstream of the proxy fails the same
+// way at once, so it is this machine's fault (LocalFault).
+var ErrNameServer = errors.New("no name server could be reached")
+
 // Decide classifies one attempt at an upstream from what the transport
 // returned and whether the client is still there (docs/behaviour.md §5.1).
 // It is the only place that maps responses and errors to breaker outcomes.
@@ -117,11 +125,15 @@ func isTimeout(err error) bool {
 // LocalFault reports an error of this machine rather than of the upstream
 // it was talking to: the process out of file descriptors (EMFILE), the
 // system out of them (ENFILE), of socket buffers (ENOBUFS), of memory
-// (ENOMEM), or of local ports and addresses (EADDRNOTAVAIL). Such an error
+// (ENOMEM), or of local ports and addresses (EADDRNOTAVAIL), or a lookup
+// that reached no name server (ErrNameServer). Such an error
 // says nothing about the upstream's health, so it is nobody's
 // (docs/behaviour.md §5.1); counting it would open every healthy upstream
 // of a proxy under load, and through shared_state the fleet's too.
 func LocalFault(err error) bool {
+	if errors.Is(err, ErrNameServer) {
+		return true
+	}
 	for _, errno := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM,
 		syscall.EADDRNOTAVAIL} {
 		if errors.Is(err, errno) {

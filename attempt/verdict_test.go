@@ -58,6 +58,7 @@ func TestOutcomeDecideAndStatusClass(t *testing.T) {
 		{"system out of file descriptors", 0, wrap(&net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("socket", syscall.ENFILE)}), live, breakerstate.Neutral, "error"},
 		{"out of socket buffers", 0, wrap(&net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", syscall.ENOBUFS)}), live, breakerstate.Neutral, "error"},
 		{"out of local ports", 0, wrap(&net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.EADDRNOTAVAIL)}), live, breakerstate.Neutral, "error"},
+		{"no name server reachable", 0, wrap(fmt.Errorf("lookup registry.example: %w", ErrNameServer)), live, breakerstate.Neutral, "error"},
 		{"a 101 nobody asked for", 0, wrap(ErrUnaskedSwitch), live, breakerstate.Failure, "error"},
 		// The parent proxy's own failures are the parent's breaker's, never
 		// the upstream's (docs/behaviour.md §5.8); package dial wraps them.

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nora-breaker/nora-breaker/attempt"
 	"github.com/nora-breaker/nora-breaker/destination"
 	"github.com/nora-breaker/nora-breaker/internal/hostport"
 )
@@ -73,19 +74,23 @@ func (d *Dialer) resolver(faults *resolverFaults) *net.Resolver {
 		conn, err := dial(ctx, network, server)
 		if err != nil {
 			faults.note(err)
+			return nil, err
 		}
-		return conn, err
+		return faults.watch(conn), nil
 	}}
 }
 
-// resolverFaults is what the resolver's own dials failed with during one
-// lookup (its A and AAAA queries run at once). Go's resolver keeps only the
-// text of such an error in the net.DNSError it returns, so an errno of this
-// machine's (out of file descriptors: attempt.LocalFault) would read as
-// the upstream's name failing; attach puts it back in the error's chain.
+// resolverFaults is what the resolver's own sockets to its name servers
+// failed with during one lookup (its A and AAAA queries run at once), and
+// whether any name server answered. Go's resolver keeps only the text of
+// such an error in the net.DNSError it returns, so an errno of this
+// machine's (out of file descriptors: attempt.LocalFault), or a name server
+// nothing answers at, would read as the upstream's name failing; attach
+// puts it back in the error's chain.
 type resolverFaults struct {
-	mu    sync.Mutex
-	first error
+	mu       sync.Mutex
+	first    error
+	answered bool
 }
 
 func (f *resolverFaults) note(err error) {
@@ -96,8 +101,19 @@ func (f *resolverFaults) note(err error) {
 	}
 }
 
-// attach returns err, a lookup's failure, with the resolver's own dial
-// error in its chain; any other err as it is.
+func (f *resolverFaults) heard() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.answered = true
+}
+
+// attach returns err, a lookup's failure, with the resolver's own socket
+// error in its chain, and attempt.ErrNameServer too when no name server
+// answered at all and the socket's error is neither a timeout nor the
+// lookup's context ending; any other err as it is. A name server's answer
+// (no such name, its own failure) and its silence stay the lookup's: the
+// first is the truth about the name, and a recursive server may be silent
+// because the upstream's own name servers are.
 func (f *resolverFaults) attach(err error) error {
 	var dnsErr *net.DNSError
 	if err == nil || !errors.As(err, &dnsErr) {
@@ -108,16 +124,91 @@ func (f *resolverFaults) attach(err error) error {
 	if f.first == nil {
 		return err
 	}
-	return &lookupError{err: err, cause: f.first}
+	le := &lookupError{err: err, cause: f.first}
+	if !f.answered && !dnsErr.IsNotFound && !isTimeout(f.first) && !errors.Is(f.first, context.Canceled) &&
+		!errors.Is(f.first, context.DeadlineExceeded) {
+		le.unreachable = true
+	}
+	return le
 }
 
-// lookupError is a failed lookup together with what its resolver's dial to
-// a name server failed with. Its text is the lookup's, which names that
-// cause already.
-type lookupError struct{ err, cause error }
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
 
-func (e *lookupError) Error() string   { return e.err.Error() }
-func (e *lookupError) Unwrap() []error { return []error{e.err, e.cause} }
+// watch wraps conn, a socket to a name server, so that what its reads and
+// writes fail with is noted, and a read that returns bytes counts as an
+// answer. A packet socket stays one: Go's resolver frames its queries by
+// whether the connection is a net.PacketConn.
+func (f *resolverFaults) watch(conn net.Conn) net.Conn {
+	w := &nsConn{Conn: conn, faults: f}
+	if pc, ok := conn.(net.PacketConn); ok {
+		return &nsPacketConn{nsConn: w, pc: pc}
+	}
+	return w
+}
+
+// nsConn is a resolver's socket to a name server, watched by faults.
+type nsConn struct {
+	net.Conn
+	faults *resolverFaults
+}
+
+func (c *nsConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.seen(n, err)
+	return n, err
+}
+
+func (c *nsConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.seen(0, err)
+	return n, err
+}
+
+func (c *nsConn) seen(n int, err error) {
+	if err != nil {
+		c.faults.note(err)
+	} else if n > 0 {
+		c.faults.heard()
+	}
+}
+
+// nsPacketConn is an nsConn over UDP.
+type nsPacketConn struct {
+	*nsConn
+	pc net.PacketConn
+}
+
+func (c *nsPacketConn) ReadFrom(p []byte) (int, net.Addr, error) {
+	n, addr, err := c.pc.ReadFrom(p)
+	c.seen(n, err)
+	return n, addr, err
+}
+
+func (c *nsPacketConn) WriteTo(p []byte, addr net.Addr) (int, error) {
+	n, err := c.pc.WriteTo(p, addr)
+	c.seen(0, err)
+	return n, err
+}
+
+// lookupError is a failed lookup together with what its resolver's socket
+// to a name server failed with, and attempt.ErrNameServer when that means
+// no name server could be reached. Its text is the lookup's, which names
+// that cause already.
+type lookupError struct {
+	err, cause  error
+	unreachable bool
+}
+
+func (e *lookupError) Error() string { return e.err.Error() }
+func (e *lookupError) Unwrap() []error {
+	if e.unreachable {
+		return []error{e.err, e.cause, attempt.ErrNameServer}
+	}
+	return []error{e.err, e.cause}
+}
 
 // addrsOf is where DialContext would connect for host:port: the
 // [sidecar.resolve] entry, else host itself when it is an address, else
