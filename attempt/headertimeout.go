@@ -172,6 +172,7 @@ func OwnHeader(name string) bool {
 // the answer or an error arrives (stop, on the round trip's goroutine).
 type headerTimer struct {
 	fire func()
+	d    time.Duration
 
 	mu      sync.Mutex
 	t       *time.Timer // nil: no limit
@@ -179,19 +180,48 @@ type headerTimer struct {
 	since   time.Time // when the running stretch began
 	running bool
 	done    bool
+	graced  bool // expire has granted its one grace (late)
 	fired   atomic.Bool
 }
 
+// late is how far past its deadline a timer may run before the wait is
+// taken to have run out while the proxy itself was not running. Timers
+// of a busy process run a few milliseconds late; one that runs this late
+// was held up by the process being stopped (SIGSTOP, a frozen cgroup), a
+// long GC pause or a starved CPU.
+const late = 100 * time.Millisecond
+
 func newHeaderTimer(d time.Duration, fire func()) *headerTimer {
-	h := &headerTimer{fire: fire, left: d}
+	h := &headerTimer{fire: fire, d: d, left: d}
 	if d > 0 {
+		h.mu.Lock() // expire reads h.t
 		h.since, h.running = time.Now(), true
-		h.t = time.AfterFunc(d, func() {
-			h.fired.Store(true)
-			h.fire()
-		})
+		h.t = time.AfterFunc(d, h.expire)
+		h.mu.Unlock()
 	}
 	return h
+}
+
+// expire is the wait running out, unless it ran out while the proxy was
+// not running: the upstream was then waited on by nobody, and its answer,
+// if it came meanwhile, lies in the socket's buffer while this timer and
+// the goroutine that would read it become runnable at the same instant
+// (every attempt in flight at once). Such a wait gets once as long again as
+// the timer was overdue (at most the whole wait) for the proxy to read
+// what arrived; the upstream is blamed only if nothing did (docs/behaviour.md
+// §5.1: every timer blames only the party it waits on).
+func (h *headerTimer) expire() {
+	h.mu.Lock()
+	if over := time.Since(h.since) - h.left; over > late && !h.graced && !h.done {
+		h.graced = true
+		h.since, h.left = time.Now(), min(over, h.d)
+		h.t.Reset(h.left)
+		h.mu.Unlock()
+		return
+	}
+	h.mu.Unlock()
+	h.fired.Store(true)
+	h.fire()
 }
 
 // pause stops the clock while the client is waited on. Like resume and
