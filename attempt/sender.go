@@ -285,6 +285,8 @@ type watchedBody struct {
 	mu      sync.Mutex  // orders idle's Reset and Stop with its expiry
 	idle    *time.Timer // stopped between Reads
 	reading bool        // a Read is in progress (under mu)
+	due     time.Time   // when idle runs out (under mu)
+	graced  bool        // expire granted this Read's one grace (late)
 	timeout time.Duration
 	want    int64 // Content-Length, or -1
 	n       int64
@@ -310,6 +312,11 @@ func newWatchedBody(resp *http.Response, request *requestBody, t breakerstate.Ti
 // expire is the idle timer running out: the answer stalled, unless the
 // transport was waiting on the client's upload meanwhile, which starts the
 // wait again, or the Read it was armed for has ended.
+//
+// Nor is the time the proxy itself was not running: a timer more than late
+// past its time ran out while the process was stopped or starved, and the
+// upstream's bytes may be waiting in the socket (headerTimer.expire). It
+// gets once per Read as long again as it was late, at most the timeout.
 func (b *watchedBody) expire() {
 	b.mu.Lock()
 	if !b.reading {
@@ -317,12 +324,24 @@ func (b *watchedBody) expire() {
 		return
 	}
 	if b.request.waitsOnClient() {
-		b.idle.Reset(b.timeout)
+		b.arm(b.timeout)
+		b.mu.Unlock()
+		return
+	}
+	if over := time.Since(b.due); over > late && !b.graced {
+		b.graced = true
+		b.arm(min(over, b.timeout))
 		b.mu.Unlock()
 		return
 	}
 	b.mu.Unlock()
 	b.cancel(errBodyStalled)
+}
+
+// arm starts the idle timer for d. b.mu must be held.
+func (b *watchedBody) arm(d time.Duration) {
+	b.due = time.Now().Add(d)
+	b.idle.Reset(d)
 }
 
 // clock starts (a Read begins) or stops the idle timer.
@@ -333,7 +352,8 @@ func (b *watchedBody) clock(run bool) {
 	b.mu.Lock()
 	b.reading = run
 	if run {
-		b.idle.Reset(b.timeout)
+		b.graced = false
+		b.arm(b.timeout)
 	} else {
 		b.idle.Stop()
 	}
