@@ -61,7 +61,8 @@ var ErrNameServer = errors.New("no name server could be reached")
 //     client's own request could not be read, policy refused the
 //     destination, the parent proxy failed on its own (ErrParent), or
 //     this machine failed on its own (LocalFault: out of file
-//     descriptors, buffers, memory or local ports);
+//     descriptors, buffers, memory or local ports, or no name server
+//     reachable);
 //   - failure: any other transport error (DNS, dial, TLS, header timeout)
 //     or a 5xx other than 501 and 505;
 //   - alive:   any 4xx, and 501 and 505 (the upstream answered; the
