@@ -525,7 +525,7 @@ type presentFormat struct {
 	storable bool
 }
 
-func (f presentFormat) Present(*http.Request, *http.Response) bool { return f.storable }
+func (f presentFormat) Present(*http.Request, *http.Response, string) bool { return f.storable }
 
 // TestLoopUnstorableAnswerKeepsTheCopy: a candidate's answer its format
 // could not make right is served, but never replaces the copy kept from
@@ -672,7 +672,7 @@ type unfitFormat struct {
 	unfit bool
 }
 
-func (f unfitFormat) Present(*http.Request, *http.Response) bool {
+func (f unfitFormat) Present(*http.Request, *http.Response, string) bool {
 	return !f.unfit
 }
 

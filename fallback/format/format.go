@@ -53,14 +53,18 @@ type Format interface {
 	Observe(a Answer)
 	// Present adjusts a candidate's successful answer for a client who
 	// addressed another upstream (PyPI: relative file links made absolute
-	// against resp.Request.URL). The loop has already named the candidate
-	// and made Location absolute. It reports whether the answer, as
-	// presented, may be kept as a stale copy of req: false when the format
-	// could not make it right for the URL the client addressed (a PyPI
-	// page too large to rewrite, or in an encoding it cannot read). Such
+	// against resp.Request.URL; npm: tarball URLs below the candidate's URL
+	// moved below the URL the client addressed). rel is the escaped path
+	// below both: the client's URL and the candidate's (resp.Request.URL)
+	// are each their upstream's URL with rel appended. The loop has
+	// already named the candidate and made Location absolute. It reports
+	// whether the answer, as presented, may be kept as a stale copy of req:
+	// false when the format could not make it right for the URL the client
+	// addressed (a page too large to rewrite, or in an encoding it cannot
+	// read). Such
 	// an answer is still the client's, but must never replace a good copy
 	// kept earlier (docs/behaviour.md §5.4).
-	Present(req *http.Request, resp *http.Response) (storable bool)
+	Present(req *http.Request, resp *http.Response, rel string) (storable bool)
 	// Stale is the key req's copies are kept and found under, when the
 	// addressed upstream u is of this format; p is the request's keying
 	// policy. ok is false for a request that must not be cached.

@@ -54,7 +54,7 @@ func (Plain) Realm(*config.Upstream) string { return "" }
 func (Plain) Observe(Answer) {}
 
 // Present changes nothing, and the answer may be kept.
-func (Plain) Present(*http.Request, *http.Response) bool { return true }
+func (Plain) Present(*http.Request, *http.Response, string) bool { return true }
 
 // Stale keys req as any request of u's format.
 func (Plain) Stale(u *config.Upstream, req *http.Request, p stale.Policy) (StaleKey, bool) {

@@ -200,7 +200,7 @@ func (f *Format) Observe(a format.Answer) {
 
 // Present changes nothing: a registry's answers mean the same whichever
 // registry the client addressed, and may be kept.
-func (*Format) Present(*http.Request, *http.Response) bool { return true }
+func (*Format) Present(*http.Request, *http.Response, string) bool { return true }
 
 // Stale keys a blob by its digest and credentials by who obtained the
 // request's token; a manifest's HEAD keeps its own answer.

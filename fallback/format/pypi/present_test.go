@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/nora-breaker/nora-breaker/fallback/format"
 )
 
 // The candidate index in these tests is b.test; the client asked another
@@ -77,7 +79,7 @@ func TestPresentRewritesEveryEncoding(t *testing.T) {
 		for _, c := range codings() {
 			t.Run(page.kind+"/"+c.label, func(t *testing.T) {
 				client, resp := candidateAnswer(t, page.contentType, c.name, c.encode(t, []byte(page.body)))
-				storable := Format{}.Present(client, resp)
+				storable := Format{}.Present(client, resp, "")
 				got, err := io.ReadAll(resp.Body)
 				if err != nil {
 					t.Fatal(err)
@@ -105,7 +107,7 @@ func TestPresentRewritesEveryEncoding(t *testing.T) {
 func TestPresentUnchangedPageKeepsItsBytes(t *testing.T) {
 	body := gzipBytes(t, []byte(`<a href="https://files.pythonhosted.org/packages/x.whl`+sha+`">x</a>`))
 	client, resp := candidateAnswer(t, htmlType, "gzip", body)
-	if !(Format{}).Present(client, resp) {
+	if !(Format{}).Present(client, resp, "") {
 		t.Fatal("an absolute-only page is not storable")
 	}
 	if got, _ := io.ReadAll(resp.Body); !bytes.Equal(got, body) {
@@ -144,7 +146,7 @@ func TestPresentPageThatCannotBeMadeRight(t *testing.T) {
 			if tc.contentLength != 0 {
 				resp.ContentLength = tc.contentLength
 			}
-			if (Format{}).Present(client, resp) {
+			if (Format{}).Present(client, resp, "") {
 				t.Fatal("a page that could not be made right is storable")
 			}
 			got, err := io.ReadAll(resp.Body)
@@ -173,7 +175,7 @@ func TestPresentLeavesOtherAnswers(t *testing.T) {
 			body := gzipBytes(t, []byte(relHTML))
 			client, resp := candidateAnswer(t, tc.contentType, "gzip", body)
 			client.Method, resp.StatusCode = tc.method, tc.status
-			if !(Format{}).Present(client, resp) {
+			if !(Format{}).Present(client, resp, "") {
 				t.Fatal("not storable")
 			}
 			if got, _ := io.ReadAll(resp.Body); !bytes.Equal(got, body) {
@@ -263,7 +265,7 @@ func FuzzPresentEncoded(f *testing.F) {
 			ct = jsonType
 		}
 		client, resp := candidateAnswer(t, ct, encoding, body)
-		storable := Format{}.Present(client, resp)
+		storable := Format{}.Present(client, resp, "")
 		got, err := io.ReadAll(resp.Body)
 		if err != nil {
 			t.Fatal(err)
@@ -277,11 +279,11 @@ func FuzzPresentEncoded(f *testing.F) {
 			}
 			return
 		}
-		codings, err := pageCodings(resp.Header)
+		codings, err := format.BodyCodings(resp.Header)
 		if err != nil {
 			t.Fatalf("storable in an unknown coding %q", encoding)
 		}
-		if _, _, err := decode(got, codings); err != nil {
+		if _, _, err := format.DecodeBody(got, codings, maxPyPIPage); err != nil {
 			t.Fatalf("storable page does not decode: %v", err)
 		}
 	})
@@ -307,7 +309,7 @@ func TestPresentRewrittenPageDropsTheCandidatesValidators(t *testing.T) {
 		for _, h := range validators {
 			resp.Header.Set(h, "from-b.test")
 		}
-		Format{}.Present(client, resp)
+		Format{}.Present(client, resp, "")
 		for _, h := range validators {
 			if got := resp.Header.Get(h) != ""; got == tc.rewrite {
 				t.Errorf("%s page: %s kept = %v", tc.name, h, got)
