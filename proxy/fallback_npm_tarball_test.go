@@ -38,6 +38,10 @@ func TestNPMCandidateTarballsNameTheAddressedRegistry(t *testing.T) {
 				return
 			}
 			io.WriteString(w, docB)
+		case "/reg/@e2e/scoped":
+			// npm asks for /@e2e%2fscoped, pnpm for /@e2e%2Fscoped.
+			w.Header().Set("Content-Type", "application/vnd.npm.install-v1+json")
+			fmt.Fprintf(w, `{"name":"@e2e/scoped","versions":{"1.0.0":{"dist":{"tarball":"%s/reg/@e2e/scoped/-/scoped-1.0.0.tgz"}}}}`, "http://"+r.Host)
 		case "/reg/lfpkg/-/lfpkg-1.0.0.tgz":
 			w.Write(tgz)
 		default:
@@ -90,6 +94,15 @@ proxies = ["%s", "%s/reg/"]
 			t.Fatal(err)
 		}
 		check(t, resp, string(body))
+	})
+	t.Run("scoped, abbreviated", func(t *testing.T) {
+		for _, p := range []string{"/@e2e%2fscoped", "/@e2e%2Fscoped"} {
+			resp, body := request(t, c, http.MethodGet, a.URL+p, fbHeader("Accept", "application/vnd.npm.install-v1+json"))
+			want := `{"name":"@e2e/scoped","versions":{"1.0.0":{"dist":{"tarball":"` + a.URL + `/@e2e/scoped/-/scoped-1.0.0.tgz"}}}}`
+			if resp.StatusCode != 200 || body != want {
+				t.Errorf("GET %s: %d %s, want %s", p, resp.StatusCode, body, want)
+			}
+		}
 	})
 	t.Run("tarball at A's URL fails over to B", func(t *testing.T) {
 		var doc struct {
