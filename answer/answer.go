@@ -108,6 +108,11 @@ func ForError(req *http.Request, format, key string, err error) *http.Response {
 		return Refused(req, http.StatusForbidden, "destination address is not allowed")
 	}
 	status, msg := http.StatusBadGateway, fmt.Sprintf("nora-breaker: %s could not be reached: %s", key, cause(err))
+	if attempt.LocalFault(err) {
+		// Nobody's fault but this machine's (docs/behaviour.md §5.1): the
+		// answer says where to look.
+		msg = fmt.Sprintf("nora-breaker: %s could not be reached because of this machine, not the upstream: %s", key, cause(err))
+	}
 	if errors.Is(err, attempt.ErrHeaderTimeout) {
 		status, msg = http.StatusGatewayTimeout, fmt.Sprintf("upstream %s sent no response headers in time", key)
 	}

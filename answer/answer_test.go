@@ -174,3 +174,24 @@ func TestSynthForError(t *testing.T) {
 		t.Errorf("502 of a refused dial: %d %q", resp.StatusCode, body)
 	}
 }
+
+// TestSynthForLocalFault: a 502 caused by the proxy's own machine (out of
+// file descriptors, a name server nothing answers at) says so, so the
+// operator reading it looks at the node, not the registry
+// (docs/behaviour.md §5.1).
+func TestSynthForLocalFault(t *testing.T) {
+	req := httptest.NewRequest(http.MethodGet, "http://hub/x", nil)
+	for _, err := range []error{
+		fmt.Errorf("upstream go: dial tcp: %w", os.NewSyscallError("socket", syscall.EMFILE)),
+		fmt.Errorf("lookup proxy.golang.org: %w", attempt.ErrNameServer),
+	} {
+		resp := ForError(req, "go", "go", err)
+		if body := readBody(t, resp); resp.StatusCode != 502 || !strings.Contains(body, "this machine") {
+			t.Errorf("%v: %d %q, want a 502 that names the proxy's own machine", err, resp.StatusCode, body)
+		}
+	}
+	resp := ForError(req, "go", "go", errors.New("upstream go: dial tcp: refused"))
+	if body := readBody(t, resp); strings.Contains(body, "this machine") {
+		t.Errorf("an upstream's refusal is called the machine's: %q", body)
+	}
+}
