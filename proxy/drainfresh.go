@@ -5,13 +5,9 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"time"
-)
 
-// freshPoll is how often a shutdown looks again for the proxy port's
-// connections without a request that have turned 5 s old, as
-// http.Server.Shutdown looks at most this far apart.
-const freshPoll = 500 * time.Millisecond
+	"github.com/nora-breaker/nora-breaker/clientconn"
+)
 
 // freshConns is the set of the proxy port's connections that have not sent
 // a request yet (http.StateNew), kept by the server's ConnState hook.
@@ -48,18 +44,8 @@ func (f *freshConns) len() int {
 // once, an answer in flight says Connection: close) and returns once no
 // connection without a request is left: each has sent one, which is
 // answered, or has been closed once 5 s old by net/http's rule for such
-// connections, applied every freshPoll; or when ctx is done.
+// connections (clientconn.EndKeepAlives); or when ctx is done.
 func drainFresh(ctx context.Context, srv *http.Server, ln net.Listener, fresh *freshConns) {
 	_ = ln.Close()
-	srv.SetKeepAlivesEnabled(false)
-	tick := time.NewTicker(freshPoll)
-	defer tick.Stop()
-	for fresh.len() > 0 {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			srv.SetKeepAlivesEnabled(false)
-		}
-	}
+	clientconn.EndKeepAlives(ctx, srv, func() bool { return fresh.len() == 0 })
 }

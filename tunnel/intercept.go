@@ -78,8 +78,9 @@ type Interceptor struct {
 // Shutdown would drop that request unanswered. A connection that has sent
 // no request yet is closed once it is 5 s old, as Shutdown closes one on
 // the plain port: SetKeepAlivesEnabled(false) applies that rule each time
-// it is called, so it is called again every drainPoll; called once, such a
-// connection held the drain for its whole header timeout. On HTTP/2 the
+// it is called, so clientconn.EndKeepAlives calls it again and again;
+// called once, such a connection held the drain for its whole header
+// timeout. On HTTP/2 the
 // server shuts down (GOAWAY: the open streams finish), once it counts the
 // connection: Shutdown before that would make Serve refuse it.
 type serverDrainer struct {
@@ -88,23 +89,10 @@ type serverDrainer struct {
 	h2  bool
 }
 
-// drainPoll is how often an HTTP/1.1 drain looks for connections without
-// a request that have turned 5 s old; http.Server.Shutdown looks at most
-// this far apart.
-const drainPoll = 500 * time.Millisecond
-
 func (d serverDrainer) Drain(ctx context.Context) {
 	if !d.h2 {
-		tick := time.NewTicker(drainPoll)
-		defer tick.Stop()
-		for {
-			d.srv.SetKeepAlivesEnabled(false)
-			select {
-			case <-ctx.Done(): // the connection's end, or the grace's
-				return
-			case <-tick.C:
-			}
-		}
+		clientconn.EndKeepAlives(ctx, d.srv, nil) // until the connection's end, or the grace's
+		return
 	}
 	select {
 	case <-d.ln.serving:
