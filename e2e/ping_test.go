@@ -54,19 +54,7 @@ func TestSlowRegistryKeepsItsChallenge(t *testing.T) {
 	frontB := pushFront(t, "registry-b", regB, e, "registry-b.test")
 	tp := startToxiproxy(t, s, e.dir)
 	toxA := tp.proxy(t, "registry-a", frontA.addr)
-	n := startNora(t, s, filepath.Join(e.dir, "nora"), noraOpts{
-		formats: breakerTOML(5, 60*time.Second, "docker") + `[docker]
-proxy_timeout = 20
-read_timeout = 20
-[[docker.upstreams]]
-url = "https://registry-a.test:5000"
-[[docker.upstreams]]
-url = "https://registry-b.test:5001"
-`,
-		resolve:    map[string]string{"registry-a.test:5000": toxA, "registry-b.test:5001": frontB.addr},
-		upstreamCA: e.ca.pemPath,
-		env:        []string{"NORA_DOCKER_HEDGE_AFTER=0.5"},
-	})
+	n := e.startPushNora(t, toxA, frontB.addr, false, "NORA_DOCKER_HEDGE_AFTER=0.5")
 	env := proxyEnv(e.dir, n, "SSL_CERT_FILE="+n.bundle)
 	tp.addToxic(t, "registry-a", "slow", "latency", map[string]any{"latency": 1500})
 	want := registryDigest(t, e.dir, e.crane, plain, regA+"/e2e/private:1")

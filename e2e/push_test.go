@@ -17,6 +17,27 @@ import (
 	"time"
 )
 
+// startPushNora starts a nora-breaker with the docker chain registry A
+// (reached at addrA), then registry B (at addrB), each upstream with 20 s
+// to answer, a stale cache when stale, and env added to its environment.
+func (e *ociEnv) startPushNora(t *testing.T, addrA, addrB string, stale bool, env ...string) *nora {
+	t.Helper()
+	return startNora(t, e.s, filepath.Join(e.dir, "nora"), noraOpts{
+		formats: breakerTOML(5, 60*time.Second, "docker") + `[docker]
+proxy_timeout = 20
+read_timeout = 20
+[[docker.upstreams]]
+url = "https://registry-a.test:5000"
+[[docker.upstreams]]
+url = "https://registry-b.test:5001"
+`,
+		resolve:    map[string]string{"registry-a.test:5000": addrA, "registry-b.test:5001": addrB},
+		upstreamCA: e.ca.pemPath,
+		stale:      stale,
+		env:        env,
+	})
+}
+
 // pushFront is a counting HTTPS front over a docker-registry that tells it
 // the client's scheme was https (X-Forwarded-Proto, as a TLS-terminating
 // load balancer does), so the upload Locations it answers are https URLs of
@@ -67,20 +88,8 @@ func TestPushGoesToTheAddressedRegistry(t *testing.T) {
 	frontB := pushFront(t, "registry-b", regB, e, "registry-b.test")
 	tp := startToxiproxy(t, s, e.dir)
 	toxA := tp.proxy(t, "registry-a", frontA.addr)
-	n := startNora(t, s, filepath.Join(e.dir, "nora"), noraOpts{
-		formats: breakerTOML(5, 60*time.Second, "docker") + `[docker]
-proxy_timeout = 20
-read_timeout = 20
-[[docker.upstreams]]
-url = "https://registry-a.test:5000"
-[[docker.upstreams]]
-url = "https://registry-b.test:5001"
-`,
-		resolve:    map[string]string{"registry-a.test:5000": toxA, "registry-b.test:5001": frontB.addr},
-		upstreamCA: e.ca.pemPath,
-		stale:      true,
-		env:        []string{"NORA_DOCKER_HEDGE_AFTER=0.5"}, // the harness turns hedging off by default
-	})
+	// The harness turns hedging off by default.
+	n := e.startPushNora(t, toxA, frontB.addr, true, "NORA_DOCKER_HEDGE_AFTER=0.5")
 	env := proxyEnv(e.dir, n, "SSL_CERT_FILE="+n.bundle)
 	inA := func(ref string) string {
 		r := runClient(t, e.dir, plain, time.Minute, e.crane, "digest", "--insecure", regA+"/"+ref)
@@ -222,17 +231,7 @@ func TestPushTagCheckWithATokenGoesToTheAddressedRegistry(t *testing.T) {
 		rp.ServeHTTP(w, r)
 	}), e.ca.serverTLS(t, "registry-a.test"))
 	frontB := pushFront(t, "registry-b", regB, e, "registry-b.test")
-	n := startNora(t, s, filepath.Join(e.dir, "nora"), noraOpts{
-		formats: breakerTOML(5, 60*time.Second, "docker") + `[docker]
-proxy_timeout = 20
-[[docker.upstreams]]
-url = "https://registry-a.test:5000"
-[[docker.upstreams]]
-url = "https://registry-b.test:5001"
-`,
-		resolve:    map[string]string{"registry-a.test:5000": frontA.addr, "registry-b.test:5001": frontB.addr},
-		upstreamCA: e.ca.pemPath,
-	})
+	n := e.startPushNora(t, frontA.addr, frontB.addr, false)
 	r := runClient(t, e.dir, proxyEnv(e.dir, n, "SSL_CERT_FILE="+n.bundle), 2*time.Minute,
 		e.crane, "push", image, "registry-a.test:5000/e2e/promoted:1")
 	if r.err != nil {
